@@ -1,0 +1,223 @@
+"""Datasets as whole in-memory tensors.
+
+``prepare_dataset`` reads a dataset once through torchvision's own dataset
+classes (their real download code stays available to users with a network),
+carves a validation split from the training set with a fixed seed, normalises
+with the training split's per-channel statistics and writes one safetensors
+file. Training and evaluation jobs then load that file into memory: at these
+sizes a DataLoader with worker processes only costs time.
+"""
+from __future__ import annotations
+
+import gzip
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lmcflow.io import load_tensors, save_tensors
+from lmcflow.seeding import generator
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class TorchvisionDataset:
+    name: str
+    tv_class: str  # attribute of torchvision.datasets
+    in_shape: tuple
+    num_classes: int
+    raw_files: tuple  # files torchvision expects in its raw folder (MNIST family)
+    archive_dir: str = ""  # for CIFAR: the extracted folder torchvision expects under root
+
+
+_MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+TORCHVISION_DATASETS = {
+    "mnist": TorchvisionDataset("mnist", "MNIST", (1, 28, 28), 10, _MNIST_FILES),
+    "fashion_mnist": TorchvisionDataset("fashion_mnist", "FashionMNIST", (1, 28, 28), 10, _MNIST_FILES),
+    "cifar10": TorchvisionDataset("cifar10", "CIFAR10", (3, 32, 32), 10, (), "cifar-10-batches-py"),
+    "cifar100": TorchvisionDataset("cifar100", "CIFAR100", (3, 32, 32), 100, (), "cifar-100-python"),
+}
+
+# Synthetic generators register themselves here: name -> callable(params, seed) -> dict of splits.
+SYNTHETIC_DATASETS: dict = {}
+
+DEFAULT_SEARCH_PATHS = ("/usr/share/datasets/fashion-mnist",)
+
+
+class DataNotFoundError(RuntimeError):
+    pass
+
+
+def dataset_names() -> list[str]:
+    return sorted(set(TORCHVISION_DATASETS) | set(SYNTHETIC_DATASETS))
+
+
+def _find_mnist_layout(ds: TorchvisionDataset, folder: Path) -> dict[str, Path] | None:
+    """Raw MNIST-family files in ``folder`` (flat, .gz or not, or in torchvision's layout)."""
+    for base in (folder, folder / ds.tv_class / "raw"):
+        found = {}
+        for stem in ds.raw_files:
+            for cand in (base / stem, base / f"{stem}.gz"):
+                if cand.is_file():
+                    found[stem] = cand
+                    break
+        if len(found) == len(ds.raw_files):
+            return found
+    return None
+
+
+def _stage_mnist(found: dict[str, Path], ds: TorchvisionDataset, cache_root: Path) -> Path:
+    """Decompress raw files into torchvision's expected ``<root>/<Class>/raw`` layout.
+
+    Debian's gzip files differ in md5 from torchvision's list (recompressed), but
+    the decompressed bytes are the real data, and torchvision checks no md5 when
+    it is not downloading.
+    """
+    raw = cache_root / ds.tv_class / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    for stem, src in found.items():
+        dst = raw / stem
+        if dst.exists():
+            continue
+        tmp = dst.with_suffix(".tmp")
+        opener = gzip.open if src.suffix == ".gz" else open
+        with opener(src, "rb") as fin, open(tmp, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        tmp.replace(dst)
+    return cache_root
+
+
+def _load_torchvision(ds: TorchvisionDataset, search_paths, cache_root: Path, download: bool, log=print):
+    import torchvision.datasets as tvd
+
+    cls = getattr(tvd, ds.tv_class)
+    searched = []
+    root = None
+    for sp in list(search_paths) + [str(cache_root)]:
+        p = Path(sp).expanduser()
+        searched.append(str(p))
+        if not p.is_dir():
+            continue
+        if ds.raw_files:
+            found = _find_mnist_layout(ds, p)
+            if found:
+                log(f"[data] {ds.name}: raw files found in {p}")
+                root = _stage_mnist(found, ds, cache_root)
+                break
+        elif (p / ds.archive_dir).is_dir():
+            log(f"[data] {ds.name}: extracted archive found in {p}")
+            root = p
+            break
+    if root is None and download:
+        log(f"[data] {ds.name}: not found locally, downloading with torchvision into {cache_root}")
+        try:
+            cls(root=str(cache_root), train=True, download=True)
+            cls(root=str(cache_root), train=False, download=True)
+            root = cache_root
+        except Exception as err:  # network errors come in many types
+            raise DataNotFoundError(_missing_message(ds, searched, f"download failed: {err}")) from err
+    if root is None:
+        raise DataNotFoundError(_missing_message(ds, searched, "data.download is false"))
+    train = cls(root=str(root), train=True, download=False)
+    test = cls(root=str(root), train=False, download=False)
+    return _as_array(train), _as_array(test)
+
+
+def _missing_message(ds: TorchvisionDataset, searched, why: str) -> str:
+    if ds.raw_files:
+        expect = ", ".join(f"{f}[.gz]" for f in ds.raw_files)
+    else:
+        expect = f"the extracted folder {ds.archive_dir}/"
+    return (f"dataset {ds.name!r} not found and not downloadable ({why}). Searched: {', '.join(searched)}. "
+            f"Provide it by putting {expect} into one of these folders, or add the folder holding them "
+            f"to the config list data.search_paths, or set data.download: true on a machine with a network.")
+
+
+def _as_array(tv_ds) -> tuple[np.ndarray, np.ndarray]:
+    x = tv_ds.data
+    x = x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    if x.ndim == 3:  # (N, H, W) grey images
+        x = x[:, None]
+    else:  # (N, H, W, C) colour images
+        x = x.transpose(0, 3, 1, 2)
+    y = tv_ds.targets
+    y = y.numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    return x.astype(np.float32) / 255.0, y.astype(np.int64)
+
+
+def split_train_val(x: torch.Tensor, y: torch.Tensor, val_size: int, seed: int):
+    """Fixed-seed validation split carved from the training set."""
+    if not 0 <= val_size < len(x):
+        raise ValueError(f"data.val_size={val_size} must be in [0, {len(x)})")
+    perm = torch.randperm(len(x), generator=generator("val-split", seed))
+    val_idx, train_idx = perm[:val_size].sort().values, perm[val_size:].sort().values
+    return x[train_idx], y[train_idx], x[val_idx], y[val_idx]
+
+
+def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root, log=print) -> dict:
+    """Build the prepared tensor file for dataset ``name``; returns its metadata."""
+    val_size = int(data_cfg.get("val_size", 5000))
+    split_seed = int(data_cfg.get("split_seed", 0))
+    if name in SYNTHETIC_DATASETS:
+        params = (data_cfg.get("synthetic") or {}).get(name, {})
+        splits, meta = SYNTHETIC_DATASETS[name](params, split_seed)
+        tensors = {f"{k}_{s}": torch.as_tensor(v) for s, (xs, ys) in splits.items() for k, v in (("x", xs), ("y", ys))}
+        meta.update(dataset=name, source="synthetic")
+    elif name in TORCHVISION_DATASETS:
+        ds = TORCHVISION_DATASETS[name]
+        (xtr, ytr), (xte, yte) = _load_torchvision(
+            ds, data_cfg.get("search_paths", DEFAULT_SEARCH_PATHS), Path(cache_root),
+            bool(data_cfg.get("download", True)), log)
+        xtr, ytr, xte, yte = map(torch.from_numpy, (xtr, ytr, xte, yte))
+        xtr, ytr, xva, yva = split_train_val(xtr, ytr, val_size, split_seed)
+        # Per-channel statistics of the training split only (no leakage from val/test).
+        mean = xtr.mean(dim=(0, 2, 3), keepdim=True)
+        std = xtr.std(dim=(0, 2, 3), keepdim=True)
+        norm = lambda t: ((t - mean) / std).contiguous()  # noqa: E731
+        tensors = {"x_train": norm(xtr), "y_train": ytr, "x_val": norm(xva), "y_val": yva,
+                   "x_test": norm(xte), "y_test": yte}
+        meta = {"dataset": name, "source": "torchvision", "in_shape": list(ds.in_shape),
+                "num_classes": ds.num_classes, "task": "classification",
+                "mean": mean.flatten().tolist(), "std": std.flatten().tolist()}
+    else:
+        raise ValueError(f"dataset {name!r} is unknown; allowed: {', '.join(dataset_names())}")
+    meta.update(val_size=val_size, split_seed=split_seed,
+                sizes={s: int(len(tensors[f"y_{s}"])) for s in SPLITS})
+    save_tensors(out_path, tensors, meta)
+    log(f"[data] {name}: wrote {out_path} sizes={meta['sizes']}")
+    return meta
+
+
+@dataclass
+class Dataset:
+    """A prepared dataset in memory: ``x[split]``, ``y[split]`` and metadata."""
+
+    x: dict
+    y: dict
+    meta: dict
+
+    @property
+    def in_shape(self) -> tuple:
+        return tuple(self.meta["in_shape"])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.meta["num_classes"])
+
+    @property
+    def task(self) -> str:
+        return self.meta.get("task", "classification")
+
+    def to(self, device) -> "Dataset":
+        return Dataset({k: v.to(device) for k, v in self.x.items()},
+                       {k: v.to(device) for k, v in self.y.items()}, self.meta)
+
+
+def load_dataset(path) -> Dataset:
+    tensors, meta = load_tensors(path, rebuild_hint="rule prepare_data")
+    return Dataset({s: tensors[f"x_{s}"] for s in SPLITS}, {s: tensors[f"y_{s}"] for s in SPLITS}, meta)

@@ -1,0 +1,129 @@
+"""Atomic, verified file output.
+
+Every file the pipeline writes goes to a temporary name in the same directory
+and is renamed into place only when complete, so a killed job never leaves a
+file that looks finished. Checkpoints are safetensors (no pickle) and carry the
+SHA-256 of their bytes, recorded in ``runs.parquet`` and checked on load.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+TABLE_SCHEMA_VERSION = 1
+
+
+class CorruptFileError(RuntimeError):
+    """A file on disk is truncated, corrupt or does not match its recorded hash."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path next to ``path``; rename it onto ``path`` on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path, obj) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o)}")
+
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def save_tensors(path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> str:
+    """Save tensors as safetensors atomically; returns the file's SHA-256."""
+    meta = {"lmcflow": json.dumps(metadata or {}, sort_keys=True, default=_json_default)}
+    tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata=meta)
+        digest = sha256_file(tmp)
+    return digest
+
+
+def load_tensors(path, expected_sha256: str | None = None, rebuild_hint: str = "") -> tuple[dict, dict]:
+    """Load a safetensors file and its lmcflow metadata, verifying the hash when given."""
+    path = Path(path)
+    hint = f" Delete it and rebuild it with {rebuild_hint}." if rebuild_hint else " Delete it and rerun the workflow to rebuild it."
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: file not found.{hint}")
+    if expected_sha256 is not None:
+        actual = sha256_file(path)
+        if actual != expected_sha256:
+            raise CorruptFileError(
+                f"{path}: content hash {actual[:12]}… does not match the recorded {expected_sha256[:12]}… "
+                f"(file corrupt or truncated).{hint}")
+    try:
+        tensors = load_file(str(path))
+        from safetensors import safe_open
+        with safe_open(str(path), framework="pt") as fh:
+            meta = json.loads((fh.metadata() or {}).get("lmcflow", "{}"))
+    except (SafetensorError, OSError, ValueError, json.JSONDecodeError) as err:
+        raise CorruptFileError(f"{path}: cannot be read as a safetensors file ({err}).{hint}") from err
+    return tensors, meta
+
+
+def write_parquet(path, df: pd.DataFrame, kind: str) -> None:
+    """Write a table with the lmcflow schema version and table kind in its metadata."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[b"lmcflow_schema_version"] = str(TABLE_SCHEMA_VERSION).encode()
+    meta[b"lmcflow_table"] = kind.encode()
+    table = table.replace_schema_metadata(meta)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, str(tmp))
+
+
+def read_parquet(path, kind: str | None = None) -> pd.DataFrame:
+    """Read an lmcflow table, refusing tables written by another schema version."""
+    schema = pq.read_schema(str(path))
+    meta = schema.metadata or {}
+    version = meta.get(b"lmcflow_schema_version")
+    if version is None or int(version) != TABLE_SCHEMA_VERSION:
+        raise CorruptFileError(
+            f"{path}: table schema version {version.decode() if version else 'missing'} != "
+            f"{TABLE_SCHEMA_VERSION} expected by this lmcflow. Rebuild it: delete the file and run "
+            f"`snakemake --cores all {path}` (or `--forcerun` the rule that writes it).")
+    if kind is not None and meta.get(b"lmcflow_table", b"").decode() != kind:
+        raise CorruptFileError(f"{path}: expected a {kind!r} table, found {meta.get(b'lmcflow_table')!r}")
+    return pq.read_table(str(path)).to_pandas()

@@ -1,0 +1,241 @@
+"""Model zoo: MLP, VGG-11 and ResNet-20 with a width multiplier.
+
+Every model exposes ``hidden_features(x)``: the post-activation output of each
+permutable hidden layer, in order. Alignment (activation matching) and the
+mechanism metrics read features through it, so they never depend on module
+internals. Parameter names are stable (``layers.0.weight``, ``convs.3.weight``,
+``stages.1.0.conv1.weight``…): the permutation specs refer to them by name.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from lmcflow.symmetry import make_conv2d, make_linear, make_gate
+
+ARCHITECTURES = ("mlp", "vgg11", "resnet20")
+NORMS = ("none", "layernorm", "batchnorm", "groupnorm")
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+def scaled(channels: int, width: float) -> int:
+    """Channel count after the width multiplier (at least 1)."""
+    return max(1, int(round(channels * width)))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything needed to rebuild a model; stored beside every checkpoint."""
+
+    arch: str
+    in_shape: tuple  # (C, H, W) or (D,)
+    num_classes: int
+    width: float = 1.0
+    depth: int = 3  # MLP hidden layers
+    base_width: int = 512  # MLP hidden units at width 1
+    bias: bool = True
+    norm: str = "none"
+    norm_groups: int = 1
+    activation: str = "relu"
+    symmetry: dict | None = None  # see lmcflow.symmetry
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelSpec":
+        d = dict(d)
+        d["in_shape"] = tuple(d["in_shape"])
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+def _norm1d(kind: str, n: int) -> nn.Module:
+    if kind == "layernorm":
+        return nn.LayerNorm(n)
+    if kind == "batchnorm":
+        return nn.BatchNorm1d(n)
+    if kind == "none":
+        return nn.Identity()
+    raise ValueError(f"model.norm={kind!r} is not available for the MLP; allowed: none, layernorm, batchnorm")
+
+
+def _norm2d(kind: str, n: int, groups: int) -> nn.Module:
+    if kind == "batchnorm":
+        return nn.BatchNorm2d(n)
+    if kind == "groupnorm":
+        # groups must divide the channel count; with groups=1 (the default) it is a
+        # LayerNorm over (C,H,W), which commutes with channel permutations.
+        return nn.GroupNorm(math.gcd(groups, n), n)
+    if kind == "none":
+        return nn.Identity()
+    raise ValueError(f"model.norm={kind!r} is not available for conv nets; allowed: batchnorm, groupnorm, none")
+
+
+class MLP(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        d_in = int(math.prod(spec.in_shape))
+        hidden = scaled(spec.base_width, spec.width)
+        sym = spec.symmetry or {}
+        self.layers = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        self.gates = nn.ModuleList()
+        dims = [d_in] + [hidden] * spec.depth
+        for i in range(spec.depth):
+            self.layers.append(make_linear(dims[i], dims[i + 1], spec.bias, sym, i))
+            self.norms.append(_norm1d(spec.norm, dims[i + 1]))
+            self.gates.append(make_gate(dims[i + 1], sym, i))
+        self.head = make_linear(hidden, spec.num_classes, spec.bias, sym, spec.depth)
+        self.act = ACTIVATIONS[spec.activation]()
+
+    def hidden_features(self, x: torch.Tensor, pre: bool = False) -> list[torch.Tensor]:
+        """Post-activations (or with ``pre=True`` the pre-activations) of every hidden layer."""
+        out = []
+        h = x.flatten(1)
+        for layer, norm, gate in zip(self.layers, self.norms, self.gates):
+            z = norm(layer(h))
+            h = gate(self.act(z))
+            out.append(z if pre else h)
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.flatten(1)
+        for layer, norm, gate in zip(self.layers, self.norms, self.gates):
+            h = gate(self.act(norm(layer(h))))
+        return self.head(h)
+
+
+VGG11_CFG = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+
+
+class VGG11(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        sym = spec.symmetry or {}
+        c = spec.in_shape[0]
+        self.convs = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        self.gates = nn.ModuleList()
+        self.pool_after: list[bool] = []
+        i = 0
+        for item in VGG11_CFG:
+            if item == "M":
+                self.pool_after[-1] = True
+                continue
+            out = scaled(item, spec.width)
+            self.convs.append(make_conv2d(c, out, 3, 1, 1, spec.bias and spec.norm == "none", sym, i))
+            self.norms.append(_norm2d(spec.norm, out, spec.norm_groups))
+            self.gates.append(make_gate(out, sym, i))
+            self.pool_after.append(False)
+            c = out
+            i += 1
+        self.head = make_linear(c, spec.num_classes, spec.bias, sym, i)
+        self.act = ACTIVATIONS[spec.activation]()
+
+    def _blocks(self, x):
+        for conv, norm, gate, pool in zip(self.convs, self.norms, self.gates, self.pool_after):
+            x = gate(self.act(norm(conv(x))))
+            yield x
+            if pool:
+                # ceil_mode lets 28x28 inputs (MNIST) pass five poolings: 28-14-7-4-2-1.
+                x = F.max_pool2d(x, 2, ceil_mode=True)
+
+    def hidden_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+        return list(self._blocks(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for h in self._blocks(x):
+            pass
+        h = F.max_pool2d(h, 2, ceil_mode=True) if self.pool_after[-1] else h
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, c_in, c_out, stride, spec: ModelSpec, sym: dict, index: int):
+        super().__init__()
+        bias = spec.bias and spec.norm == "none"
+        self.conv1 = make_conv2d(c_in, c_out, 3, stride, 1, bias, sym, index)
+        self.norm1 = _norm2d(spec.norm, c_out, spec.norm_groups)
+        self.conv2 = make_conv2d(c_out, c_out, 3, 1, 1, bias, sym, index + 1)
+        self.norm2 = _norm2d(spec.norm, c_out, spec.norm_groups)
+        self.gate = make_gate(c_out, sym, index)
+        self.act = ACTIVATIONS[spec.activation]()
+        self.shortcut = None
+        if stride != 1 or c_in != c_out:
+            # Option B (1x1 conv) shortcut, as in Git Re-Basin's ResNet-20.
+            self.shortcut = nn.Sequential(
+                make_conv2d(c_in, c_out, 1, stride, 0, bias, sym, index + 2),
+                _norm2d(spec.norm, c_out, spec.norm_groups),
+            )
+
+    def forward(self, x, features: list | None = None):
+        h = self.gate(self.act(self.norm1(self.conv1(x))))
+        if features is not None:
+            features.append(h)  # block interior
+        s = x if self.shortcut is None else self.shortcut(x)
+        return self.act(self.norm2(self.conv2(h)) + s)
+
+
+class ResNet20(nn.Module):
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        sym = spec.symmetry or {}
+        bias = spec.bias and spec.norm == "none"
+        widths = [scaled(c, spec.width) for c in (16, 32, 64)]
+        self.stem = make_conv2d(spec.in_shape[0], widths[0], 3, 1, 1, bias, sym, 0)
+        self.stem_norm = _norm2d(spec.norm, widths[0], spec.norm_groups)
+        self.act = ACTIVATIONS[spec.activation]()
+        self.stages = nn.ModuleList()
+        c, idx = widths[0], 1
+        for s, w in enumerate(widths):
+            blocks = nn.ModuleList()
+            for b in range(3):
+                stride = 2 if (s > 0 and b == 0) else 1
+                blocks.append(BasicBlock(c, w, stride, spec, sym, idx))
+                c, idx = w, idx + 3
+            self.stages.append(blocks)
+        self.head = make_linear(c, spec.num_classes, spec.bias, sym, idx)
+
+    def _run(self, x, features):
+        x = self.act(self.stem_norm(self.stem(x)))
+        if features is not None:
+            features.append(x)
+        for blocks in self.stages:
+            for block in blocks:
+                x = block(x, features)
+                if features is not None:
+                    features.append(x)  # residual stream
+        return x
+
+    def hidden_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+        feats: list[torch.Tensor] = []
+        self._run(x, feats)
+        return feats
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._run(x, None)
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+_BUILDERS = {"mlp": MLP, "vgg11": VGG11, "resnet20": ResNet20}
+
+
+def build_model(spec: ModelSpec) -> nn.Module:
+    if spec.arch not in _BUILDERS:
+        raise ValueError(f"model.arch={spec.arch!r} is unknown; allowed: {', '.join(ARCHITECTURES)}")
+    if spec.activation not in ACTIVATIONS:
+        raise ValueError(f"model.activation={spec.activation!r} is unknown; allowed: {', '.join(ACTIVATIONS)}")
+    return _BUILDERS[spec.arch](spec)
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters (fixed symmetry-breaking offsets are buffers and do not count)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,252 @@
+"""Training and evaluation on in-memory tensors.
+
+Short, direct PyTorch in the style of airbench: the whole dataset lives on the
+device, each epoch draws one permutation from a seeded generator, and the
+learning rate is a pure function of the step, so a resumed run continues with
+exactly the same sequence of batches and learning rates.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lmcflow.io import load_tensors, save_tensors
+from lmcflow.seeding import generator
+
+
+class DivergenceError(RuntimeError):
+    pass
+
+
+def resolve_device(choice: str = "auto") -> torch.device:
+    if choice == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device: cuda was requested but torch sees no CUDA device; use device: auto or cpu")
+    return torch.device(choice)
+
+
+def cpu_has_fast_bf16() -> bool:
+    """AMX or AVX512-BF16: bf16 matmuls are then several times faster than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def resolve_precision(choice: str, device: torch.device) -> str:
+    """``auto`` picks bf16 autocast only where the hardware runs it fast."""
+    if choice != "auto":
+        return choice
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if cpu_has_fast_bf16() else "fp32"
+
+
+def autocast(device: torch.device, precision: str):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=(precision == "bf16"))
+
+
+def lr_at(step: int, total_steps: int, cfg: dict) -> float:
+    """Learning rate at optimizer step ``step`` (0-based): linear warm-up then the schedule."""
+    base = float(cfg["lr"])
+    warm = int(round(float(cfg.get("warmup_epochs", 0)) * cfg["_steps_per_epoch"]))
+    if step < warm:
+        return base * (step + 1) / warm
+    t = (step - warm) / max(1, total_steps - warm)
+    kind = cfg.get("schedule", "cosine")
+    if kind == "constant":
+        return base
+    if kind == "cosine":
+        return base * 0.5 * (1 + math.cos(math.pi * t))
+    if kind == "linear":
+        return base * (1 - t)
+    if kind == "step":  # x0.1 at 50% and 75% of training
+        return base * (0.1 ** ((t >= 0.5) + (t >= 0.75)))
+    raise ValueError(f"train.schedule={kind!r} is unknown; allowed: constant, cosine, linear, step")
+
+
+def make_optimizer(model: nn.Module, cfg: dict) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    kind = cfg.get("optimizer", "sgd")
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=cfg["lr"], momentum=cfg.get("momentum", 0.9),
+                               nesterov=cfg.get("nesterov", False), weight_decay=cfg["weight_decay"])
+    if kind == "adamw":
+        return torch.optim.AdamW(params, lr=cfg["lr"], betas=tuple(cfg.get("betas", (0.9, 0.999))),
+                                 weight_decay=cfg["weight_decay"])
+    raise ValueError(f"train.optimizer={kind!r} is unknown; allowed: sgd, adamw")
+
+
+def augment_crop_flip(x: torch.Tensor, g: torch.Generator, pad: int = 4) -> torch.Tensor:
+    """Random crop with zero padding and random horizontal flip (standard CIFAR augmentation)."""
+    n, _, h, w = x.shape
+    flip = torch.rand(n, generator=g) < 0.5
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=g)
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=g)
+    xp = F.pad(x, (pad, pad, pad, pad))
+    rows = (dy.to(x.device)[:, None] + torch.arange(h, device=x.device)[None])  # (n, h)
+    cols = (dx.to(x.device)[:, None] + torch.arange(w, device=x.device)[None])  # (n, w)
+    out = xp[torch.arange(n, device=x.device)[:, None, None, None],
+             torch.arange(x.shape[1], device=x.device)[None, :, None, None],
+             rows[:, None, :, None], cols[:, None, None, :]]
+    return torch.where(flip.to(x.device)[:, None, None, None], out.flip(3), out)
+
+
+def loss_fn(task: str):
+    return F.mse_loss if task == "regression" else F.cross_entropy
+
+
+@torch.no_grad()
+def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 4096) -> torch.Tensor:
+    """Model outputs in fp32, eval mode (metrics are never computed in reduced precision)."""
+    model.eval()
+    return torch.cat([model(x[i:i + batch_size]).float() for i in range(0, len(x), batch_size)])
+
+
+def metrics_from_outputs(out: torch.Tensor, y: torch.Tensor, task: str) -> dict:
+    if task == "regression":
+        return {"loss": F.mse_loss(out.squeeze(-1), y.float()).item(), "acc": float("nan")}
+    return {"loss": F.cross_entropy(out, y).item(), "acc": (out.argmax(1) == y).float().mean().item()}
+
+
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str = "classification") -> dict:
+    return metrics_from_outputs(predict(model, x), y, task)
+
+
+@torch.no_grad()
+def reset_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> None:
+    """Re-estimate BatchNorm running statistics with one pass in train mode.
+
+    momentum=None makes the running statistics an exact cumulative average over
+    the pass, so the result does not depend on the batch order's recency.
+    """
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+    model.train()
+    for i in range(0, len(x), batch_size):
+        model(x[i:i + batch_size])
+    model.eval()
+
+
+# --------------------------------------------------------------------------- resumable state
+def _optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict, dict]:
+    sd = opt.state_dict()
+    tensors, scalars = {}, {"param_groups": sd["param_groups"], "state": {}}
+    for idx, st in sd["state"].items():
+        for key, val in st.items():
+            if isinstance(val, torch.Tensor):
+                tensors[f"opt/{idx}/{key}"] = val
+            else:
+                scalars["state"].setdefault(str(idx), {})[key] = val
+    return tensors, scalars
+
+
+def _restore_optimizer(opt, tensors: dict, scalars: dict) -> None:
+    state: dict = {}
+    for name, val in tensors.items():
+        if name.startswith("opt/"):
+            _, idx, key = name.split("/", 2)
+            state.setdefault(int(idx), {})[key] = val
+    for idx, st in scalars["state"].items():
+        state.setdefault(int(idx), {}).update(st)
+    opt.load_state_dict({"state": state, "param_groups": scalars["param_groups"]})
+
+
+def save_state(path, model, opt, g_data: torch.Generator, epoch: int, history: list) -> None:
+    """Everything needed to continue training bit-identically after ``epoch`` epochs."""
+    opt_t, opt_s = _optimizer_tensors(opt)
+    tensors = {f"model/{k}": v for k, v in model.state_dict().items()}
+    tensors.update(opt_t)
+    tensors["rng/data"] = g_data.get_state()
+    tensors["rng/torch"] = torch.get_rng_state()
+    save_tensors(path, tensors, {"epoch": epoch, "optimizer": opt_s, "history": history})
+
+
+def load_state(path, model, opt, g_data: torch.Generator) -> tuple[int, list]:
+    tensors, meta = load_tensors(path, rebuild_hint="a fresh training run (delete the state file)")
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
+    _restore_optimizer(opt, tensors, meta["optimizer"])
+    g_data.set_state(tensors["rng/data"])
+    torch.set_rng_state(tensors["rng/torch"])
+    return int(meta["epoch"]), list(meta["history"])
+
+
+# --------------------------------------------------------------------------- training loop
+def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device, log=print,
+          state_path: str | os.PathLike | None = None) -> dict:
+    """Train ``model`` in place; returns the per-epoch history and timing.
+
+    ``cfg`` is the study point's ``train`` block. With ``state_path`` the loop
+    saves a resumable state every ``checkpoint_every`` epochs and resumes from it
+    if it exists; the state file is removed on completion.
+    """
+    task = data.task
+    x, y = data.x["train"], data.y["train"]
+    n = len(x)
+    bs = int(cfg["batch_size"])
+    steps_per_epoch = math.ceil(n / bs)
+    cfg = dict(cfg, _steps_per_epoch=steps_per_epoch)
+    epochs = int(cfg["epochs"])
+    total_steps = epochs * steps_per_epoch
+    precision = resolve_precision(cfg.get("precision", "auto"), device)
+    augment = cfg.get("augment", "none")
+    opt = make_optimizer(model, cfg)
+    g_data = generator("data-order", seed)
+    lossf = loss_fn(task)
+    start_epoch, history = 0, []
+    if state_path is not None and Path(state_path).exists():
+        start_epoch, history = load_state(state_path, model, opt, g_data)
+        log(f"[train] resumed from {state_path} after epoch {start_epoch}")
+    every = int(cfg.get("checkpoint_every", 0) or 0)
+    t0 = time.perf_counter()
+    for epoch in range(start_epoch, epochs):
+        model.train()
+        perm = torch.randperm(n, generator=g_data).to(x.device)
+        loss_sum = torch.zeros((), device=device)
+        correct = torch.zeros((), device=device)
+        for i in range(steps_per_epoch):
+            step = epoch * steps_per_epoch + i
+            lr = lr_at(step, total_steps, cfg)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            idx = perm[i * bs:(i + 1) * bs]
+            xb, yb = x[idx], y[idx]
+            if augment == "crop_flip":
+                xb = augment_crop_flip(xb, g_data)
+            with autocast(device, precision):
+                out = model(xb)
+            out = out.float()
+            loss = lossf(out.squeeze(-1), yb.float()) if task == "regression" else lossf(out, yb)
+            if not torch.isfinite(loss):
+                raise DivergenceError(
+                    f"training diverged: loss={loss.item()} at epoch {epoch + 1}/{epochs}, step {i + 1}/"
+                    f"{steps_per_epoch} (global step {step}), lr={lr:.4g}. No model was written; lower "
+                    f"train.lr or raise train.warmup_epochs.")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            loss_sum += loss.detach() * len(idx)
+            if task != "regression":
+                correct += (out.argmax(1) == yb).sum()
+        row = {"epoch": epoch + 1, "train_loss": loss_sum.item() / n,
+               "train_acc": (correct.item() / n) if task != "regression" else float("nan"), "lr": lr}
+        history.append(row)
+        log(f"[train] epoch {epoch + 1}/{epochs} loss={row['train_loss']:.4f} acc={row['train_acc']:.4f} "
+            f"lr={lr:.4g} elapsed={time.perf_counter() - t0:.1f}s")
+        if state_path is not None and every and (epoch + 1) % every == 0 and epoch + 1 < epochs:
+            save_state(state_path, model, opt, g_data, epoch + 1, history)
+    if state_path is not None and Path(state_path).exists():
+        os.unlink(state_path)
+    return {"history": history, "precision": precision, "train_seconds": time.perf_counter() - t0}
