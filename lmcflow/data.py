@@ -43,7 +43,8 @@ TORCHVISION_DATASETS = {
     "cifar100": TorchvisionDataset("cifar100", "CIFAR100", (3, 32, 32), 100, (), "cifar-100-python"),
 }
 
-# Synthetic generators register themselves here: name -> callable(params, seed) -> dict of splits.
+# Synthetic generators register themselves here: generator name -> callable(params, seed) returning
+# ({split: (x, y)}, meta). A config names dataset instances in data.synthetic: {name: {generator, ...}}.
 SYNTHETIC_DATASETS: dict = {}
 
 DEFAULT_SEARCH_PATHS = ("/usr/share/datasets/fashion-mnist",)
@@ -53,8 +54,9 @@ class DataNotFoundError(RuntimeError):
     pass
 
 
-def dataset_names() -> list[str]:
-    return sorted(set(TORCHVISION_DATASETS) | set(SYNTHETIC_DATASETS))
+def dataset_names(data_cfg: dict | None = None) -> list[str]:
+    """Datasets a config can name: torchvision's plus its own synthetic instances."""
+    return sorted(set(TORCHVISION_DATASETS) | set((data_cfg or {}).get("synthetic") or {}))
 
 
 def _find_mnist_layout(ds: TorchvisionDataset, folder: Path) -> dict[str, Path] | None:
@@ -163,9 +165,14 @@ def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root, log=print) 
     """Build the prepared tensor file for dataset ``name``; returns its metadata."""
     val_size = int(data_cfg.get("val_size", 5000))
     split_seed = int(data_cfg.get("split_seed", 0))
-    if name in SYNTHETIC_DATASETS:
-        params = (data_cfg.get("synthetic") or {}).get(name, {})
-        splits, meta = SYNTHETIC_DATASETS[name](params, split_seed)
+    synthetic = data_cfg.get("synthetic") or {}
+    if name in synthetic:
+        params = dict(synthetic[name])
+        kind = params.pop("generator", None)
+        if kind not in SYNTHETIC_DATASETS:
+            raise ValueError(f"data.synthetic.{name}.generator={kind!r} is unknown; "
+                             f"allowed: {', '.join(sorted(SYNTHETIC_DATASETS))}")
+        splits, meta = SYNTHETIC_DATASETS[kind](params, split_seed)
         tensors = {f"{k}_{s}": torch.as_tensor(v) for s, (xs, ys) in splits.items() for k, v in (("x", xs), ("y", ys))}
         meta.update(dataset=name, source="synthetic")
     elif name in TORCHVISION_DATASETS:
@@ -185,7 +192,7 @@ def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root, log=print) 
                 "num_classes": ds.num_classes, "task": "classification",
                 "mean": mean.flatten().tolist(), "std": std.flatten().tolist()}
     else:
-        raise ValueError(f"dataset {name!r} is unknown; allowed: {', '.join(dataset_names())}")
+        raise ValueError(f"dataset {name!r} is unknown; allowed: {', '.join(dataset_names(data_cfg))}")
     meta.update(val_size=val_size, split_seed=split_seed,
                 sizes={s: int(len(tensors[f"y_{s}"])) for s in SPLITS})
     save_tensors(out_path, tensors, meta)
@@ -221,3 +228,9 @@ class Dataset:
 def load_dataset(path) -> Dataset:
     tensors, meta = load_tensors(path, rebuild_hint="rule prepare_data")
     return Dataset({s: tensors[f"x_{s}"] for s in SPLITS}, {s: tensors[f"y_{s}"] for s in SPLITS}, meta)
+
+
+# Register the synthetic generators (imported last: lmcflow.synthetic does not import this module).
+from lmcflow.synthetic import GENERATORS as _SYNTHETIC_GENERATORS  # noqa: E402
+
+SYNTHETIC_DATASETS.update(_SYNTHETIC_GENERATORS)

@@ -1,4 +1,4 @@
-"""Model zoo: MLP, VGG-11 and ResNet-20 with a width multiplier.
+"""Model zoo: MLP, VGG-11, ResNet-20 (width multiplier) and the sum-of-ReLUs regression model.
 
 Every model exposes ``hidden_features(x)``: the post-activation output of each
 permutable hidden layer, in order. Alignment (activation matching) and the
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from lmcflow.symmetry import make_conv2d, make_linear, make_gate
 
-ARCHITECTURES = ("mlp", "vgg11", "resnet20")
+ARCHITECTURES = ("mlp", "vgg11", "resnet20", "sum_relu")
 NORMS = ("none", "layernorm", "batchnorm", "groupnorm")
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -221,7 +221,33 @@ class ResNet20(nn.Module):
         return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-_BUILDERS = {"mlp": MLP, "vgg11": VGG11, "resnet20": ResNet20}
+class SumReLU(nn.Module):
+    """f(x) = Σ_h act((W_eff x + b)_h): one hidden layer, scalar output (coherence study).
+
+    Width = ``scaled(base_width, width)``; the hidden layer is built by
+    ``make_linear(…, index=0)``, so ``model.symmetry`` decides its mask (e.g.
+    ``{kind: w_asymmetric, sigma_f: 0, mask_type: bernoulli, mask_density: 0.15}``).
+    There is no trainable head: the output is the sum over hidden units.
+    """
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        if spec.num_classes != 1:
+            raise ValueError(f"model.arch=sum_relu has a scalar output; the dataset must be a regression "
+                             f"task (num_classes 1), got num_classes={spec.num_classes}")
+        d_in = int(math.prod(spec.in_shape))
+        hidden = scaled(spec.base_width, spec.width)
+        self.layers = nn.ModuleList([make_linear(d_in, hidden, spec.bias, spec.symmetry or {}, 0)])
+        self.act = ACTIVATIONS[spec.activation]()
+
+    def hidden_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+        return [self.act(self.layers[0](x.flatten(1)))]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.hidden_features(x)[0].sum(1, keepdim=True)
+
+
+_BUILDERS = {"mlp": MLP, "vgg11": VGG11, "resnet20": ResNet20, "sum_relu": SumReLU}
 
 
 def build_model(spec: ModelSpec) -> nn.Module:

@@ -2,34 +2,288 @@
 
 ``sym`` is the ``model.symmetry`` block of a study point (``{"kind": "standard"}``
 or absent for an ordinary network). Models build every weight layer through
-these factories, passing the layer's index so per-layer settings apply.
+these factories, passing the layer's index so per-layer settings apply
+(MLP: hidden layers 0…depth−1, head = depth; VGG: convs in order, then the head;
+ResNet-20: stem 0, block b of the network uses b·3+1 (conv1), +1 (conv2),
++2 (1x1 shortcut), head last).
+
+Kinds
+-----
+``standard``          ordinary layers.
+``w_asymmetric``      W-asymmetric layers (Lim et al., 2024): W_eff = D⊙W + (1−D)⊙F.
+                      Each output row (conv: output channel over its flattened
+                      in·k·k entries) has ``n_fixed`` fixed positions (D = 0) chosen
+                      uniformly at random, F = σ_F·s_l·N(0, 1) there.
+                      With ``mask_type: bernoulli`` every entry is instead trainable
+                      with probability ``mask_density`` (D_ij ~ Bernoulli(p)).
+``syre``              dense fixed offsets: W_eff = W + σ_F·s_l·N(0, 1) (D = 1).
+``sigma_asymmetric``  a fixed random gate x ↦ sigmoid(Cx)⊙x after every hidden
+                      layer's activation (over channels for conv features),
+                      C = gate_scale·N(0, 1); the weight layers are standard.
+
+Config keys (``model.symmetry``)
+--------------------------------
+kind          one of SYMMETRY_KINDS (default "standard")
+sigma_f       σ_F ≥ 0, scale of the fixed offsets F (default 1.0)
+sigma_f_scale per-layer factor s_l: a number or a list indexed by layer index (default 1.0);
+              the reference MNIST MLP uses [1, 1, 0.5, 0.25]
+mask_seed     integer; D, F and C are drawn from SHA-256 seeds of
+              (mask_seed, layer index), identical for every model of a point in any process
+n_fixed       fixed entries per output row: an int (absolute count) or a float in (0, 1]
+              (fraction of the row's fan-in), or a list of those indexed by layer index
+              (default 0.125). The reference MNIST MLP uses [64, 64, 64, 256].
+              Counts are clipped to fan_in − 1 so every row keeps ≥ 1 trainable entry
+              (matters for small width multipliers; use fractions to scale with width).
+mask_type     "fixed_count" (default: exactly n_fixed per row) or "bernoulli"
+mask_density  for bernoulli masks: probability that an entry is trainable (default 0.15)
+fixed_scaling "unit" (default, as the reference code: F ~ σ_F·s_l·N(0, 1) whatever the
+              fan-in) or "fan_in" (additionally divided by sqrt(fan_in); also applies to
+              the gate matrix C)
+gate_scale    scale of C for sigma_asymmetric (default 1.0)
+
+Storage
+-------
+Symmetry-breaking linear / conv layers are subclasses of ``nn.Linear`` /
+``nn.Conv2d`` with two buffers of the weight's shape, saved in every checkpoint:
+``<module>.mask`` (D; 1 = trainable) and ``<module>.offset`` (w_asymmetric:
+(1−D)⊙σ_F·s_l·F, zero at trainable positions; syre: the dense σ_F·s_l·F). ``<module>.weight`` holds the trainable part and is
+zero at fixed positions; the forward pass uses W_eff = mask⊙weight + offset, so
+fixed positions get exactly zero gradient, and since the weight there is zero,
+SGD (momentum, weight decay) and AdamW leave it at zero. ``effective_weight``
+gives W_eff for any linear / conv layer. Interpolating two such models that
+share mask and offset interpolates W_eff exactly.
 """
 from __future__ import annotations
 
+import math
+import numbers
+
+import torch
+import torch.nn.functional as F
 from torch import nn
 
-SYMMETRY_KINDS = ("standard",)
+from lmcflow.seeding import generator
+
+SYMMETRY_KINDS = ("standard", "w_asymmetric", "syre", "sigma_asymmetric")
+MASK_TYPES = ("fixed_count", "bernoulli")
+FIXED_SCALINGS = ("unit", "fan_in")
+SYMMETRY_KEYS = ("kind", "sigma_f", "sigma_f_scale", "mask_seed", "n_fixed", "mask_type",
+                 "mask_density", "fixed_scaling", "gate_scale")
+DEFAULTS = {"kind": "standard", "sigma_f": 1.0, "sigma_f_scale": 1.0, "mask_seed": 0, "n_fixed": 0.125,
+            "mask_type": "fixed_count", "mask_density": 0.15, "fixed_scaling": "unit", "gate_scale": 1.0}
 
 
-def _kind(sym: dict | None) -> str:
-    kind = (sym or {}).get("kind", "standard")
-    if kind not in SYMMETRY_KINDS:
-        raise ValueError(f"model.symmetry.kind={kind!r} is unknown; allowed: {', '.join(SYMMETRY_KINDS)}")
-    return kind
+def _err(key: str, msg: str) -> ValueError:
+    return ValueError(f"model.symmetry.{key}: {msg}")
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def check_symmetry(sym: dict | None) -> dict:
+    """Validated ``model.symmetry`` block with defaults filled in; ValueError names the bad key."""
+    sym = dict(sym or {})
+    unknown = sorted(set(sym) - set(SYMMETRY_KEYS))
+    if unknown:
+        raise _err(unknown[0], f"unknown key; allowed: {', '.join(SYMMETRY_KEYS)}")
+    out = {**DEFAULTS, **sym}
+    if out["kind"] not in SYMMETRY_KINDS:
+        raise _err("kind", f"{out['kind']!r} is unknown; allowed: {', '.join(SYMMETRY_KINDS)}")
+    if not _is_number(out["sigma_f"]) or out["sigma_f"] < 0:
+        raise _err("sigma_f", f"must be a finite number ≥ 0, got {out['sigma_f']!r}")
+    if isinstance(out["mask_seed"], bool) or not isinstance(out["mask_seed"], numbers.Integral):
+        raise _err("mask_seed", f"must be an integer, got {out['mask_seed']!r}")
+    for v in _as_list(out["sigma_f_scale"]):
+        if not _is_number(v) or v < 0:
+            raise _err("sigma_f_scale", f"entries must be finite numbers ≥ 0, got {v!r}")
+    for v in _as_list(out["n_fixed"]):
+        ok = (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0) or \
+             (_is_number(v) and not isinstance(v, numbers.Integral) and 0 < v <= 1)
+        if not ok:
+            raise _err("n_fixed", f"entries must be an int ≥ 0 (count) or a float in (0, 1] "
+                                  f"(fraction of fan-in), got {v!r}")
+    if out["mask_type"] not in MASK_TYPES:
+        raise _err("mask_type", f"{out['mask_type']!r} is unknown; allowed: {', '.join(MASK_TYPES)}")
+    if not _is_number(out["mask_density"]) or not 0 < out["mask_density"] <= 1:
+        raise _err("mask_density", f"must be in (0, 1], got {out['mask_density']!r}")
+    if out["fixed_scaling"] not in FIXED_SCALINGS:
+        raise _err("fixed_scaling", f"{out['fixed_scaling']!r} is unknown; allowed: {', '.join(FIXED_SCALINGS)}")
+    if not _is_number(out["gate_scale"]) or out["gate_scale"] <= 0:
+        raise _err("gate_scale", f"must be a finite number > 0, got {out['gate_scale']!r}")
+    return out
+
+
+def _as_list(v) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def _per_layer(sym: dict, key: str, index: int):
+    v = sym[key]
+    if isinstance(v, (list, tuple)):
+        if index >= len(v):
+            raise _err(key, f"has {len(v)} entries but layer index {index} needs one "
+                            f"(give one entry per weight layer, head included, or a single number)")
+        return v[index]
+    return v
+
+
+def resolve_n_fixed(value, fan_in: int) -> int:
+    """Fixed entries per row for a layer with ``fan_in`` inputs (see module doc: clipped to fan_in − 1)."""
+    n = int(round(value * fan_in)) if isinstance(value, float) else int(value)
+    if isinstance(value, float):
+        n = max(1, n)
+    return max(0, min(n, fan_in - 1))
+
+
+def _fixed_scale(sym: dict, index: int, fan_in: int) -> float:
+    s = float(sym["sigma_f"]) * float(_per_layer(sym, "sigma_f_scale", index))
+    if sym["fixed_scaling"] == "fan_in":
+        s /= math.sqrt(fan_in)
+    return s
+
+
+def make_mask_offset(shape: tuple, sym: dict, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(D, offset, n_fixed) for a weight of ``shape`` (out, in[, k, k]) at layer ``index``.
+
+    Deterministic in (mask_seed, index, shape): drawn on the CPU from SHA-256
+    derived seeds, so every process builds the same tensors. F is drawn for the
+    whole matrix before masking, so changing σ_F or n_fixed keeps the values.
+    """
+    sym = check_symmetry(sym)
+    out_dim = shape[0]
+    fan_in = int(math.prod(shape[1:]))
+    seed = int(sym["mask_seed"])
+    kind = sym["kind"]
+    f = torch.randn(out_dim, fan_in, generator=generator("symmetry-offset", seed, index))
+    if kind == "syre":
+        mask = torch.ones(out_dim, fan_in)
+        n_fixed = 0
+    elif kind == "w_asymmetric":
+        g = generator("symmetry-mask", seed, index)
+        if sym["mask_type"] == "bernoulli":
+            mask = (torch.rand(out_dim, fan_in, generator=g) < float(sym["mask_density"])).float()
+            n_fixed = -1  # varies per row
+        else:
+            n_fixed = resolve_n_fixed(_per_layer(sym, "n_fixed", index), fan_in)
+            order = torch.rand(out_dim, fan_in, generator=g).argsort(dim=1)
+            mask = torch.ones(out_dim, fan_in)
+            mask.scatter_(1, order[:, :n_fixed], 0.0)
+    else:
+        raise ValueError(f"make_mask_offset: kind {kind!r} has no mask")
+    # w_asymmetric: offsets only at fixed positions; syre: dense offsets added to W.
+    offset = (f if kind == "syre" else (1.0 - mask) * f) * _fixed_scale(sym, index, fan_in)
+    return mask.reshape(shape), offset.reshape(shape), n_fixed
+
+
+class _FixedMixin:
+    """Shared by AsymLinear and AsymConv2d: W_eff = mask⊙weight + offset."""
+
+    def _init_fixed(self, mask: torch.Tensor, offset: torch.Tensor, kind: str, n_fixed: int) -> None:
+        self.register_buffer("mask", mask.to(self.weight.dtype))
+        self.register_buffer("offset", offset.to(self.weight.dtype))
+        self.symmetry_kind = kind
+        self.n_fixed = n_fixed
+        with torch.no_grad():
+            self.weight.mul_(self.mask)  # trainable part is zero at fixed positions
+
+    def effective_weight(self) -> torch.Tensor:
+        return self.mask * self.weight + self.offset
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, symmetry={self.symmetry_kind}, n_fixed={self.n_fixed}"
+
+
+class AsymLinear(_FixedMixin, nn.Linear):
+    def __init__(self, d_in: int, d_out: int, bias: bool, mask, offset, kind: str, n_fixed: int):
+        nn.Linear.__init__(self, d_in, d_out, bias=bias)
+        self._init_fixed(mask, offset, kind, n_fixed)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.effective_weight(), self.bias)
+
+
+class AsymConv2d(_FixedMixin, nn.Conv2d):
+    def __init__(self, c_in, c_out, k, stride, padding, bias, mask, offset, kind: str, n_fixed: int):
+        nn.Conv2d.__init__(self, c_in, c_out, k, stride=stride, padding=padding, bias=bias)
+        self._init_fixed(mask, offset, kind, n_fixed)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x, self.effective_weight(), self.bias)
+
+
+class SigmaGate(nn.Module):
+    """x ↦ sigmoid(Cx)⊙x with a fixed random C (over the channel dim for (N, C, H, W) inputs)."""
+
+    def __init__(self, c: torch.Tensor):
+        super().__init__()
+        self.register_buffer("C", c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            return torch.sigmoid(F.linear(x, self.C)) * x
+        xc = x.movedim(1, -1)
+        return (torch.sigmoid(F.linear(xc, self.C)) * xc).movedim(-1, 1)
 
 
 def make_linear(d_in: int, d_out: int, bias: bool, sym: dict | None, index: int) -> nn.Module:
-    _kind(sym)
-    return nn.Linear(d_in, d_out, bias=bias)
+    s = check_symmetry(sym)
+    if s["kind"] in ("standard", "sigma_asymmetric"):
+        return nn.Linear(d_in, d_out, bias=bias)
+    mask, offset, n_fixed = make_mask_offset((d_out, d_in), s, index)
+    return AsymLinear(d_in, d_out, bias, mask, offset, s["kind"], n_fixed)
 
 
 def make_conv2d(c_in: int, c_out: int, k: int, stride: int, padding: int, bias: bool,
                 sym: dict | None, index: int) -> nn.Module:
-    _kind(sym)
-    return nn.Conv2d(c_in, c_out, k, stride=stride, padding=padding, bias=bias)
+    s = check_symmetry(sym)
+    if s["kind"] in ("standard", "sigma_asymmetric"):
+        return nn.Conv2d(c_in, c_out, k, stride=stride, padding=padding, bias=bias)
+    mask, offset, n_fixed = make_mask_offset((c_out, c_in, k, k), s, index)
+    return AsymConv2d(c_in, c_out, k, stride, padding, bias, mask, offset, s["kind"], n_fixed)
 
 
 def make_gate(n: int, sym: dict | None, index: int) -> nn.Module:
     """Module applied after a hidden layer's activation (identity unless a gate is configured)."""
-    _kind(sym)
-    return nn.Identity()
+    s = check_symmetry(sym)
+    if s["kind"] != "sigma_asymmetric":
+        return nn.Identity()
+    c = torch.randn(n, n, generator=generator("symmetry-gate", int(s["mask_seed"]), index))
+    scale = float(s["gate_scale"]) / (math.sqrt(n) if s["fixed_scaling"] == "fan_in" else 1.0)
+    return SigmaGate(c * scale)
+
+
+# --------------------------------------------------------------------------- accessors
+def is_asymmetric(module: nn.Module) -> bool:
+    return isinstance(module, _FixedMixin)
+
+
+def effective_weight(module: nn.Module) -> torch.Tensor:
+    """W_eff of a linear / conv layer: mask⊙weight + offset, or the plain weight."""
+    if isinstance(module, _FixedMixin):
+        return module.effective_weight()
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        return module.weight
+    raise TypeError(f"effective_weight: {type(module).__name__} is not a linear or conv layer")
+
+
+def fixed_entry_count(model: nn.Module) -> int:
+    """Weight entries held fixed by masks (they are parameters but never train)."""
+    return int(sum((m.mask == 0).sum().item() for m in model.modules() if isinstance(m, _FixedMixin)))
+
+
+def effective_state_dict(model: nn.Module) -> dict:
+    """State dict in dense-equivalent form: weight = W_eff, mask = 1, offset = 0.
+
+    Loading it into the same architecture gives the same function. Useful when a
+    model is permuted by an alignment: permuting W_eff of the dense form keeps
+    masks binary and makes interpolation act on W_eff.
+    """
+    sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    for name, m in model.named_modules():
+        if isinstance(m, _FixedMixin):
+            p = f"{name}." if name else ""
+            sd[p + "weight"] = m.effective_weight().detach().clone()
+            sd[p + "mask"] = torch.ones_like(m.mask)
+            sd[p + "offset"] = torch.zeros_like(m.offset)
+    return sd

@@ -1,0 +1,171 @@
+"""Synthetic datasets of the neuron-identifiability study (Bürgin et al., 2026).
+
+Each generator is ``fn(params: dict, seed: int) -> (splits, meta)`` with
+``splits = {"train": (x, y), "val": (x, y), "test": (x, y)}`` and ``meta`` holding
+``in_shape``, ``num_classes`` (1 for regression) and ``task``; they are registered
+in ``lmcflow.data.SYNTHETIC_DATASETS``. A ``seed`` key in ``params`` overrides the
+``seed`` argument (the prepared dataset's split_seed). All randomness comes from
+SHA-256-derived CPU generators: the same params and seed give bit-identical
+tensors in any process.
+
+gaussian_subspace (classification)
+    params: classes (10), k (8), d (64), separation (1.0), noise_scale (1.0),
+            n_train (10000), n_val (2000), n_test (2000), standardize (true), seed
+    A random orthonormal basis U ∈ R^{d×k} (QR of a Gaussian matrix). Class c has a
+    mean μ_c = separation·N(0, I_k) and a random rotation R_c ∈ O(k); a sample of
+    class c is x = c0·U(μ_c + R_c(s⊙ε)), ε ~ N(0, I_k), where s ∈ R^k is a scale
+    vector shared by all classes (s_j = noise_scale·u_j, u_j ~ U(0.5, 1.5), fixed by
+    the seed). Labels are uniform. With ``standardize`` the global constant
+    c0 = sqrt(d / (mean_c ‖μ_c‖² + Σ s_j²)) makes E‖x‖² = d (mean squared coordinate
+    1 whatever k), without leaving the subspace. The data span exactly k dims.
+
+coherence (regression)
+    params: m (1…10 copies), embedding ("exact_copy" | "random_tight_frame"), d (20),
+            noise (0.0, std of additive label noise), n_train (4000), n_val (1000),
+            n_test (2000), seed
+    z ~ N(0, I_2), teacher y = ReLU(z1 + z2) (+ noise), input x = E z with
+    E ∈ R^{d×2} having orthonormal columns supported on 2m coordinates, each of
+    squared row norm 1/m, so the subspace coherence ν(span E) = max_i ‖Eᵀe_i‖² = 1/m.
+    exact_copy: z1 is copied into coordinates 0…m−1 and z2 into m…2m−1, each copy
+    scaled by 1/√m (so ‖x‖ = ‖z‖ for every m); the other coordinates are zero.
+    random_tight_frame: 2m random coordinates carry the rows (cos θ_i, sin θ_i)/√m
+    of a randomly rotated harmonic frame, θ_i = θ0 + πi/(2m), with random signs and
+    order: every active coordinate mixes z1 and z2.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from lmcflow.seeding import generator
+
+SPLITS = ("train", "val", "test")
+EMBEDDINGS = ("exact_copy", "random_tight_frame")
+
+GAUSSIAN_SUBSPACE_DEFAULTS = {"classes": 10, "k": 8, "d": 64, "separation": 1.0, "noise_scale": 1.0,
+                              "n_train": 10000, "n_val": 2000, "n_test": 2000, "standardize": True}
+COHERENCE_DEFAULTS = {"m": 1, "embedding": "exact_copy", "d": 20, "noise": 0.0,
+                      "n_train": 4000, "n_val": 1000, "n_test": 2000}
+
+
+def _params(name: str, params: dict | None, defaults: dict, seed: int) -> tuple[dict, int]:
+    params = dict(params or {})
+    seed = params.pop("seed", seed)
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ValueError(f"data.synthetic ({name}).{unknown[0]}: unknown parameter; "
+                         f"allowed: {', '.join(sorted(defaults))}, seed")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ValueError(f"data.synthetic ({name}).seed: must be an integer, got {seed!r}")
+    return {**defaults, **params}, int(seed)
+
+
+def _int(name: str, p: dict, key: str, lo: int, hi: int | None = None) -> int:
+    v = p[key]
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo or (hi is not None and v > hi):
+        rng = f"[{lo}, {hi}]" if hi is not None else f"≥ {lo}"
+        raise ValueError(f"data.synthetic ({name}).{key}: must be an integer {rng}, got {v!r}")
+    return int(v)
+
+
+def _float(name: str, p: dict, key: str, lo: float = 0.0) -> float:
+    v = p[key]
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < lo:
+        raise ValueError(f"data.synthetic ({name}).{key}: must be a finite number ≥ {lo}, got {v!r}")
+    return float(v)
+
+
+def random_orthonormal(d: int, k: int, g: torch.Generator) -> torch.Tensor:
+    """d×k matrix with orthonormal columns, Haar-distributed (QR with sign fix), float64."""
+    a = torch.randn(d, k, generator=g, dtype=torch.float64)
+    q, r = torch.linalg.qr(a)
+    return q * torch.sign(torch.diagonal(r)).where(torch.diagonal(r) != 0, torch.ones(k, dtype=torch.float64))
+
+
+# --------------------------------------------------------------------------- gaussian_subspace
+def gaussian_subspace_task(params: dict | None, seed: int = 0) -> dict:
+    """The fixed parts of a gaussian_subspace dataset: basis U, means, rotations, scales (float64)."""
+    p, seed = _params("gaussian_subspace", params, GAUSSIAN_SUBSPACE_DEFAULTS, seed)
+    c = _int("gaussian_subspace", p, "classes", 2)
+    d = _int("gaussian_subspace", p, "d", 1)
+    k = _int("gaussian_subspace", p, "k", 1, d)
+    sep = _float("gaussian_subspace", p, "separation")
+    noise = _float("gaussian_subspace", p, "noise_scale")
+    g = generator("gaussian_subspace", seed, "task")
+    basis = random_orthonormal(d, k, g)
+    means = sep * torch.randn(c, k, generator=g, dtype=torch.float64)
+    rotations = torch.stack([random_orthonormal(k, k, g) for _ in range(c)])
+    scales = noise * (0.5 + torch.rand(k, generator=g, dtype=torch.float64))
+    energy = float((means ** 2).sum(1).mean()) + float((scales ** 2).sum())  # E‖latent‖² (uniform labels)
+    c0 = math.sqrt(d / energy) if (p["standardize"] and energy > 0) else 1.0
+    return {"params": p, "seed": seed, "basis": basis, "means": means, "rotations": rotations,
+            "scales": scales, "global_scale": c0}
+
+
+def gaussian_subspace(params: dict | None, seed: int = 0):
+    task = gaussian_subspace_task(params, seed)
+    p, seed = task["params"], task["seed"]
+    c, d, k = int(p["classes"]), int(p["d"]), int(p["k"])
+    splits = {}
+    for split in SPLITS:
+        n = _int("gaussian_subspace", p, f"n_{split}", 0 if split != "train" else 1)
+        g = generator("gaussian_subspace", seed, "samples", split)
+        y = torch.randint(0, c, (n,), generator=g)
+        eps = torch.randn(n, k, generator=g, dtype=torch.float64) * task["scales"]
+        latent = task["means"][y] + torch.einsum("nij,nj->ni", task["rotations"][y], eps)
+        x = task["global_scale"] * latent @ task["basis"].T
+        splits[split] = (x.float().contiguous(), y.long())
+    meta = {"in_shape": [d], "num_classes": c, "task": "classification", "generator": "gaussian_subspace",
+            "k": k, "d": d, "params": {**p, "seed": seed}}
+    return splits, meta
+
+
+# --------------------------------------------------------------------------- coherence
+def coherence_embedding(m: int, embedding: str, d: int = 20, seed: int = 0) -> torch.Tensor:
+    """E ∈ R^{d×2}, orthonormal columns, 2m active coordinates of squared row norm 1/m (ν = 1/m)."""
+    if not 1 <= m <= d // 2:
+        raise ValueError(f"data.synthetic (coherence).m: must be in [1, {d // 2}] for d={d}, got {m}")
+    e = torch.zeros(d, 2, dtype=torch.float64)
+    if embedding == "exact_copy":
+        e[:m, 0] = 1 / math.sqrt(m)
+        e[m:2 * m, 1] = 1 / math.sqrt(m)
+        return e
+    if embedding == "random_tight_frame":
+        g = generator("coherence", seed, "embedding", m, d)
+        n = 2 * m
+        theta0 = float(torch.rand((), generator=g, dtype=torch.float64)) * math.pi
+        theta = theta0 + math.pi * torch.arange(n, dtype=torch.float64) / n
+        rows = torch.stack([theta.cos(), theta.sin()], 1) / math.sqrt(m)
+        signs = torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0).to(torch.float64)
+        rows = rows * signs[:, None]
+        coords = torch.randperm(d, generator=g)[:n]
+        e[coords] = rows
+        return e
+    raise ValueError(f"data.synthetic (coherence).embedding: {embedding!r} is unknown; "
+                     f"allowed: {', '.join(EMBEDDINGS)}")
+
+
+def coherence(params: dict | None, seed: int = 0):
+    p, seed = _params("coherence", params, COHERENCE_DEFAULTS, seed)
+    d = _int("coherence", p, "d", 2)
+    m = _int("coherence", p, "m", 1, d // 2)
+    noise = _float("coherence", p, "noise")
+    emb = coherence_embedding(m, p["embedding"], d, seed)
+    splits = {}
+    for split in SPLITS:
+        n = _int("coherence", p, f"n_{split}", 0 if split != "train" else 1)
+        g = generator("coherence", seed, "samples", split)
+        z = torch.randn(n, 2, generator=g, dtype=torch.float64)
+        y = torch.relu(z[:, 0] + z[:, 1])
+        if noise > 0:
+            y = y + noise * torch.randn(n, generator=g, dtype=torch.float64)
+        splits[split] = ((z @ emb.T).float().contiguous(), y.float())
+    meta = {"in_shape": [d], "num_classes": 1, "task": "regression", "generator": "coherence",
+            "k": 2, "d": d, "m": m, "nu": 1.0 / m, "embedding": p["embedding"],
+            "basis": emb.tolist(), "params": {**p, "seed": seed}}
+    return splits, meta
+
+
+GENERATORS = {"gaussian_subspace": gaussian_subspace, "coherence": coherence}

@@ -1,0 +1,13 @@
+rule prepare_data:
+    """Read a dataset once (torchvision or a synthetic generator), split off validation, normalise."""
+    output:
+        data_file("{dataset}"),
+    log:
+        f"{LOGS}/prepare_data/{{dataset}}.log",
+    params:
+        data_cfg=config["data"],
+        cache_root=f"{WORK}/data/raw",
+    resources:
+        mem_mb=8000,
+    script:
+        "../scripts/prepare_data.py"

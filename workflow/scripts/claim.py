@@ -1,0 +1,6 @@
+from lmcflow.config import Point
+from lmcflow.jobs import job_log, run_claim
+
+with job_log(snakemake.log[0]) as log:
+    run_claim(snakemake.params.claim, snakemake.params.claim_cfg, dict(snakemake.input.items()),
+              [Point.from_dict(p) for p in snakemake.params.points], snakemake.output[0], log=log)

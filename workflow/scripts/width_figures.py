@@ -1,0 +1,5 @@
+from lmcflow.jobs import job_log, run_width_figures
+
+with job_log(snakemake.log[0]):
+    run_width_figures(snakemake.input.barriers, snakemake.input.interpolation, dict(snakemake.output.items()),
+                      snakemake.params.definition)
