@@ -387,7 +387,8 @@ def activation_matching(model_a: nn.Module, model_b: nn.Module, spec: Permutatio
                         batch_size: int = 500) -> tuple[dict, dict]:
     """Match units by the Pearson correlation of their activations on ``x`` (see module doc)."""
     t0 = time.perf_counter()
-    corrs = feature_correlations(model_a, model_b, x, batch_size=batch_size)
+    device = next(iter(model_a.state_dict().values())).device
+    corrs = feature_correlations(model_a, model_b, x.to(device), batch_size=batch_size)
     perms, per_group = {}, {}
     total, count = 0.0, 0
     for grp, idx in spec.feature_indices.items():

@@ -19,7 +19,10 @@ paper's θ_λ is ``interpolate_state(sd_a, sd_b, 1 − λ)`` (computed here as
 ``lam_paper`` = λ (weight on θ_a) and ``lam_path`` = 1 − λ (weight on θ_b, the
 same point in path-table coordinates); there is deliberately no bare ``lam``.
 BatchNorm running statistics of θ_λ are interpolated unless ``x_bn`` is given,
-in which case they are re-estimated on ``x_bn`` (as ``evaluate_path`` does).
+in which case they are re-estimated on ``x_bn`` for every θ_λ *and* for the
+endpoint models whose features enter the LEWC/LLFC targets (as ``evaluate_path``
+treats every point of the curve alike; the caller's models are not modified).
+The other metrics use the endpoint models as given.
 
 Notation: f_l(θ) ∈ R^{n_l} post-activation features of hidden layer l (conv
 features flattened per sample to C·H·W), z̃_l(θ) the pre-activations (the input
@@ -145,6 +148,8 @@ def lewc_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambdas, 
     model_b.eval()
     lambdas = [float(l) for l in lambdas]
     models = _interpolated_models(model_a, model_b, lambdas, x_bn)
+    if x_bn is not None:  # endpoints get re-estimated statistics too, like every θ_λ
+        model_a, model_b = _interpolated_models(model_a, model_b, [1.0, 0.0], x_bn)
     dev = _model_device(model_a)
     sums = None
     n = 0

@@ -1,0 +1,86 @@
+"""Bad configs fail before any job runs, with the key named."""
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from lmcflow.claims import REGISTRY
+from lmcflow.config import ConfigError, check_semantics, expand_points
+from lmcflow.data import dataset_names
+from lmcflow.models import ARCHITECTURES
+from lmcflow.validation import validate_points
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA_PATH = REPO / "workflow/schemas/config.schema.yaml"
+SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
+TINY = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
+
+
+def check(cfg):
+    """What common.smk runs at DAG construction: schema, semantics, point validation."""
+    jsonschema.validate(cfg, SCHEMA)
+    check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
+    validate_points(expand_points(cfg), str(SCHEMA_PATH))
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "config").glob("*.yaml")) + [REPO / "tests/configs/tiny.yaml"])
+def test_shipped_configs_are_valid(path):
+    check(yaml.safe_load(path.read_text()))
+
+
+def mutate(fn):
+    cfg = copy.deepcopy(TINY)
+    fn(cfg)
+    return cfg
+
+
+BAD = {
+    "unknown top-level key": (lambda c: c.update(epochs=3), jsonschema.ValidationError, "epochs"),
+    "unknown train key": (lambda c: c["defaults"]["train"].update(learning_rate=0.1), jsonschema.ValidationError, "learning_rate"),
+    "wrong type": (lambda c: c["defaults"]["train"].update(epochs="ten"), jsonschema.ValidationError, "ten"),
+    "non-positive width": (lambda c: c["studies"]["width"]["sweep"].update({"model.width": [0.5, 0]}), ConfigError, "model.width"),
+    "negative width default": (lambda c: c["defaults"]["model"].update(width=-1), jsonschema.ValidationError, "-1"),
+    "unknown dataset": (lambda c: c["studies"]["width"].update(dataset="imagenet"), ConfigError, "imagenet"),
+    "unknown arch": (lambda c: c["defaults"]["model"].update(arch="vit"), jsonschema.ValidationError, "vit"),
+    "unknown arch in sweep": (lambda c: c["studies"]["width"]["sweep"].update({"model.arch": ["mlp", "vit"]}), ConfigError, "model.arch"),
+    "sweep of a non-setting": (lambda c: c["studies"]["width"]["sweep"].update({"train.colour": ["red"]}), ConfigError, "train.colour"),
+    "unknown claim id": (lambda c: c["claims"].update({"free-lunch": {"study": "width"}}), ConfigError, "free-lunch"),
+    "claim on undefined study": (lambda c: c["claims"].update({"width-merge-accuracy": {"study": "depth"}}), ConfigError, "depth"),
+    "too few seeds for a claim": (lambda c: c["studies"]["width"].update(seeds=[0, 1]), ConfigError, "seed pairs"),
+    "even λ grid": (lambda c: c["defaults"]["merge"].update(lambdas=4), ConfigError, "merge.lambdas"),
+    "duplicate seeds": (lambda c: c["studies"]["width"].update(seeds=[0, 0, 1]), ConfigError, "distinct"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_config_rejected_with_key(name):
+    fn, exc, needle = BAD[name]
+    with pytest.raises(exc) as err:
+        check(mutate(fn))
+    assert needle in str(err.value)
+
+
+def test_point_expansion_ids_and_values():
+    cfg = mutate(lambda c: c["studies"]["width"]["sweep"].update({"train.weight_decay": [3e-3, 1e-4]}))
+    pts = expand_points(cfg)
+    assert ("width", "width-0.25__weight_decay-0.0001") in pts
+    p = pts[("width", "width-0.25__weight_decay-0.0001")]
+    assert p.model["width"] == 0.25 and p.train["weight_decay"] == 1e-4 and p.pairs == [(0, 1), (0, 2), (1, 2)]
+    assert len(pts) == 4
+
+
+def test_snakemake_reports_bad_config_before_any_job(tmp_path):
+    cfg = mutate(lambda c: c["studies"]["width"]["sweep"].update({"model.width": [0.5, -2]}))
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = subprocess.run([str(Path(sys.executable).with_name("snakemake")), "-n", "--snakefile", str(REPO / "Snakefile"),
+                          "--configfile", str(path), "--directory", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "Invalid config" in out and "model.width" in out
+    assert "Traceback" not in out

@@ -1,0 +1,80 @@
+import pytest
+import torch
+
+from lmcflow.jobs import init_model
+from lmcflow.models import ModelSpec
+from lmcflow.training import DivergenceError, lr_at, train
+
+CFG = dict(optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=1e-3, epochs=3, batch_size=64,
+           schedule="cosine", warmup_epochs=0, augment="none", precision="fp32", checkpoint_every=1)
+SPEC = ModelSpec("mlp", (20,), 4, width=0.1, depth=2)
+CPU = torch.device("cpu")
+quiet = lambda m: None  # noqa: E731
+
+
+def _weights(m):
+    return {k: v.clone() for k, v in m.state_dict().items()}
+
+
+def test_same_seed_gives_identical_weights(small_data):
+    runs = []
+    for _ in range(2):
+        m = init_model(SPEC, seed=7)
+        train(m, small_data, CFG, seed=7, device=CPU, log=quiet)
+        runs.append(_weights(m))
+    assert all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])
+    other = init_model(SPEC, seed=8)
+    train(other, small_data, CFG, seed=8, device=CPU, log=quiet)
+    assert not torch.equal(runs[0]["layers.0.weight"], other.state_dict()["layers.0.weight"])
+
+
+def test_training_learns(small_data):
+    m = init_model(SPEC, seed=0)
+    info = train(m, small_data, dict(CFG, epochs=5), seed=0, device=CPU, log=quiet)
+    assert info["history"][-1]["train_acc"] > 0.8 > info["history"][0]["train_acc"] - 0.5
+
+
+def test_resume_after_interruption_is_bit_identical(small_data, tmp_path):
+    ref = init_model(SPEC, seed=3)
+    train(ref, small_data, CFG, seed=3, device=CPU, log=quiet)
+
+    class Killed(Exception):
+        pass
+
+    state = tmp_path / "m.state.safetensors"
+    m = init_model(SPEC, seed=3)
+    calls = []
+
+    def kill_after_two_epochs(msg):
+        calls.append(msg)
+        if sum("epoch" in c and "/3" in c for c in calls) == 2 and state.exists():
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(m, small_data, CFG, seed=3, device=CPU, log=kill_after_two_epochs, state_path=state)
+    assert state.exists()
+    fresh = init_model(SPEC, seed=3)  # a new process would start from scratch weights
+    msgs = []
+    train(fresh, small_data, CFG, seed=3, device=CPU, log=msgs.append, state_path=state)
+    assert any("resumed" in s for s in msgs)
+    assert not state.exists()
+    assert all(torch.equal(v, fresh.state_dict()[k]) for k, v in ref.state_dict().items())
+
+
+def test_divergence_stops_with_clear_error(small_data):
+    m = init_model(SPEC, seed=0)
+    with torch.no_grad():
+        m.layers[0].weight[0, 0] = float("nan")
+    with pytest.raises(DivergenceError, match=r"epoch 1/3, step 1/.*lr="):
+        train(m, small_data, CFG, seed=0, device=CPU, log=quiet)
+
+
+def test_lr_schedules():
+    cfg = dict(lr=1.0, _steps_per_epoch=10, warmup_epochs=1, schedule="cosine")
+    assert lr_at(0, 100, cfg) == pytest.approx(0.1)
+    assert lr_at(9, 100, cfg) == pytest.approx(1.0)
+    assert lr_at(10, 100, cfg) == pytest.approx(1.0)
+    assert lr_at(99, 100, cfg) < 0.01
+    assert lr_at(50, 100, dict(cfg, schedule="step", warmup_epochs=0)) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="train.schedule"):
+        lr_at(50, 100, dict(cfg, schedule="bogus", warmup_epochs=0))
