@@ -431,6 +431,29 @@ def align(method: str, model_a: nn.Module, model_b: nn.Module, x_train: torch.Te
     return activation_matching(model_a, model_b, spec, x_train, **kw)
 
 
+# --------------------------------------------------------------------------- symmetry-breaking layers
+def has_asymmetric_layers(model: nn.Module) -> bool:
+    from lmcflow.symmetry import is_asymmetric
+
+    return any(is_asymmetric(m) for m in model.modules())
+
+
+def to_dense_form(model: nn.Module) -> bool:
+    """Load ``effective_state_dict(model)`` into ``model`` in place if it has symmetry-breaking layers.
+
+    W-asymmetric / SyRe layers keep W_eff = mask⊙W + offset with a fixed mask and offset; permuting
+    the stored W alone would move trainable entries onto fixed positions. In the dense form
+    (weight = W_eff, mask = 1, offset = 0) the model computes the same function, weight matching
+    reads W_eff, and permutation plus interpolation act on W_eff. Returns True if converted.
+    """
+    if not has_asymmetric_layers(model):
+        return False
+    from lmcflow.symmetry import effective_state_dict
+
+    model.load_state_dict(effective_state_dict(model))
+    return True
+
+
 # --------------------------------------------------------------------------- storage
 def save_permutations(path, perms: dict, info: dict) -> str:
     """Save perms (as ``perm/<group>`` int64 tensors) with ``info`` as metadata; returns the SHA-256."""
@@ -445,4 +468,4 @@ def load_permutations(path, expected_sha256: str | None = None) -> tuple[dict, d
 
 __all__ = ["METHODS", "PermutationSpec", "permutation_spec", "apply_permutation", "identity",
            "weight_matching", "weight_matching_objective", "activation_matching", "random_permutation",
-           "align", "save_permutations", "load_permutations"]
+           "align", "save_permutations", "load_permutations", "has_asymmetric_layers", "to_dense_form"]

@@ -145,6 +145,8 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
             raise ConfigError(f"{where}: merge.lambdas={n} must be odd and ≥ 3 so the grid holds 0, ½ and 1")
         if p.model.get("arch") != "mlp" and p.model.get("norm") == "layernorm":
             raise ConfigError(f"{where}: model.norm=layernorm is only for the MLP; use batchnorm or groupnorm")
+    check_identifiability_semantics(config, points)
+    check_alignment_semantics(points)
     for cid, ccfg in (config.get("claims") or {}).items():
         if cid not in claim_registry:
             raise ConfigError(f"claims.{cid}: unknown claim id; known: {', '.join(sorted(claim_registry))}")
@@ -156,8 +158,152 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
         claim.check_config(cid, ccfg, studies[study], [p for (s, _), p in points.items() if s == study])
 
 
+# --------------------------------------------------------------------------- identifiability (issue 4)
+ANALYSIS_FLAGS = ("identifiability", "swap_costs", "coherence")
+ANALYSIS_DEFAULTS = {"identifiability": False, "swap_costs": False, "coherence": False, "n_random": 100,
+                     "n_samples": 5000, "var_threshold": 0.9, "heatmap_units": 64}
+# Weight layers (symmetry layer indices) per architecture, where a per-layer list can be checked early.
+_N_WEIGHT_LAYERS = {"mlp": lambda m: int(m.get("depth", 3)) + 1, "sum_relu": lambda m: 1}
+
+
+def analysis_params(point: "Point") -> dict:
+    """A point's ``analysis`` block with defaults filled in (see ANALYSIS_DEFAULTS)."""
+    return {**ANALYSIS_DEFAULTS, **(point.analysis or {})}
+
+
+def check_identifiability_semantics(config: dict, points: dict) -> None:
+    """Synthetic dataset parameters, dataset subsets, symmetry blocks and analysis flags."""
+    from lmcflow.data import TORCHVISION_DATASETS
+    from lmcflow.symmetry import check_symmetry
+    from lmcflow.synthetic import check_params
+
+    data = config.get("data") or {}
+    synthetic = data.get("synthetic") or {}
+    for name, params in synthetic.items():
+        try:
+            check_params(name, params)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    for name, sub in (data.get("subsets") or {}).items():
+        if name in TORCHVISION_DATASETS or name in synthetic:
+            raise ConfigError(f"data.subsets.{name}: the name is already a torchvision or synthetic dataset; "
+                              f"choose another name")
+        if (sub or {}).get("base") not in TORCHVISION_DATASETS:
+            raise ConfigError(f"data.subsets.{name}.base: {(sub or {}).get('base')!r} is not a torchvision "
+                              f"dataset; allowed: {', '.join(sorted(TORCHVISION_DATASETS))}")
+    for (name, pid), p in points.items():
+        where = f"studies.{name} (point {pid})"
+        try:
+            sym = check_symmetry(p.model.get("symmetry"))
+        except ValueError as err:
+            raise ConfigError(f"{where}: {err}") from None
+        n_layers = _N_WEIGHT_LAYERS.get(p.model.get("arch"))
+        if n_layers and sym["kind"] in ("w_asymmetric", "syre"):
+            need = n_layers(p.model)
+            for key in ("n_fixed", "sigma_f_scale"):
+                v = sym[key]
+                if isinstance(v, (list, tuple)) and len(v) < need:
+                    raise ConfigError(f"{where}: model.symmetry.{key} has {len(v)} entries but "
+                                      f"model.arch={p.model['arch']} has {need} weight layers (head included); "
+                                      f"give one entry per layer or a single number")
+        a = analysis_params(p)
+        if (a["identifiability"] or a["coherence"]) and len(p.seeds) < 2:
+            raise ConfigError(f"{where}: analysis.identifiability / analysis.coherence compare seed pairs; "
+                              f"studies.{name}.seeds needs at least 2 seeds")
+        if p.model.get("arch") == "sum_relu" and not (p.dataset in synthetic and
+                                                      synthetic[p.dataset].get("generator") == "coherence"):
+            raise ConfigError(f"{where}: model.arch=sum_relu has a scalar output and needs a regression "
+                              f"dataset (a data.synthetic entry with generator: coherence), got {p.dataset!r}")
+
+
 def study_points(points: dict, study: str) -> list[Point]:
     return [p for (s, _), p in points.items() if s == study]
 
 
 get_dotted = _get_dotted
+
+
+# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+# merge.alignment: where the non-identity merge methods run and how (see config/README.md).
+ALIGNMENT_DEFAULTS = {"at": {}, "samples": 5000, "max_iter": 100, "batch_size": 500}
+# analysis.mechanism: LEWC / weak additivity / reciprocal orthogonality / low rank per seed pair.
+MECHANISM_DEFAULTS = {"methods": [], "samples": 2000, "batch_size": 500, "active_threshold": 1e-3,
+                      "energy": 0.99}
+ALIGNABLE_ARCHS = ("mlp", "vgg11", "resnet20")
+
+
+def point_value(point: "Point", key: str):
+    """The value of a dotted key (``model.width``, ``train.weight_decay``, ``dataset``) at a point."""
+    if key == "dataset":
+        return point.dataset
+    block, _, rest = key.partition(".")
+    return _get_dotted(getattr(point, block, None) or {}, rest) if rest else None
+
+
+def same_value(a, b) -> bool:
+    """Config values equal; numbers compare with a relative tolerance (3e-3 == 0.003 == 3.0e-3)."""
+    import math
+    import numbers
+
+    num = lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)  # noqa: E731
+    if num(a) and num(b):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+    return a == b
+
+
+def point_matches(point: "Point", where: dict | None) -> bool:
+    """True if for every dotted key in ``where`` the point's value is one of the listed values."""
+    return all(any(same_value(point_value(point, k), v) for v in vals) for k, vals in (where or {}).items())
+
+
+def alignment_params(point: "Point") -> dict:
+    return {**ALIGNMENT_DEFAULTS, **(point.merge.get("alignment") or {})}
+
+
+def merge_methods(point: "Point") -> list[str]:
+    """Merge methods evaluated at a point: ``identity`` everywhere, the others only where
+    ``merge.alignment.at`` matches (an empty ``at`` matches every point)."""
+    methods = list(point.merge.get("methods") or ["identity"])
+    if point_matches(point, alignment_params(point)["at"]):
+        return methods
+    return [m for m in methods if m == "identity"]
+
+
+def mechanism_params(point: "Point") -> dict:
+    return {**MECHANISM_DEFAULTS, **((point.analysis or {}).get("mechanism") or {})}
+
+
+def mechanism_methods(point: "Point") -> list[str]:
+    """Methods whose (aligned) seed pairs get mechanism metrics at this point (none: mechanism off)."""
+    available = merge_methods(point)
+    return [m for m in mechanism_params(point)["methods"] if m in available]
+
+
+def check_alignment_semantics(points: dict) -> None:
+    """merge.alignment.at names settings and matches a point; aligned/mechanism models can be aligned."""
+    by_study: dict[str, list] = {}
+    for (name, pid), p in points.items():
+        by_study.setdefault(name, []).append(p)
+        where = f"studies.{name} (point {pid})"
+        for key in alignment_params(p)["at"] or {}:
+            if point_value(p, key) is None:
+                raise ConfigError(f"{where}: merge.alignment.at.{key}: {key!r} names no setting of the point")
+        mech = mechanism_params(p)
+        unknown = [m for m in mech["methods"] if m not in (p.merge.get("methods") or ["identity"])]
+        if unknown:
+            raise ConfigError(f"{where}: analysis.mechanism.methods {unknown} are not in merge.methods "
+                              f"{p.merge.get('methods')}; the mechanism reads the merge's aligned pairs")
+        aligned = [m for m in merge_methods(p) if m != "identity"]
+        if (aligned or mechanism_methods(p)) and p.model.get("arch") not in ALIGNABLE_ARCHS:
+            what = "merge.methods " + str(aligned) if aligned else "analysis.mechanism"
+            raise ConfigError(f"{where}: {what} needs model.arch in {', '.join(ALIGNABLE_ARCHS)}, "
+                              f"got {p.model.get('arch')!r}")
+        if aligned and (p.model.get("symmetry") or {}).get("kind") == "sigma_asymmetric":
+            raise ConfigError(f"{where}: merge.methods {aligned} cannot align sigma_asymmetric models (their "
+                              f"fixed gate matrices are not permutation equivariant); use identity or restrict "
+                              f"merge.alignment.at")
+    for name, pts in by_study.items():
+        wanted = {m for p in pts for m in (p.merge.get("methods") or []) if m != "identity"}
+        if wanted and not any(point_matches(p, alignment_params(p)["at"]) for p in pts):
+            raise ConfigError(f"studies.{name}: merge.alignment.at {alignment_params(pts[0])['at']} matches no "
+                              f"point of the study, so merge.methods {sorted(wanted)} would never run")

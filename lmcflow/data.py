@@ -10,6 +10,7 @@ sizes a DataLoader with worker processes only costs time.
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,8 +56,9 @@ class DataNotFoundError(RuntimeError):
 
 
 def dataset_names(data_cfg: dict | None = None) -> list[str]:
-    """Datasets a config can name: torchvision's plus its own synthetic instances."""
-    return sorted(set(TORCHVISION_DATASETS) | set((data_cfg or {}).get("synthetic") or {}))
+    """Datasets a config can name: torchvision's plus its own synthetic instances and subsets."""
+    cfg = data_cfg or {}
+    return sorted(set(TORCHVISION_DATASETS) | set(cfg.get("synthetic") or {}) | set(cfg.get("subsets") or {}))
 
 
 def _find_mnist_layout(ds: TorchvisionDataset, folder: Path) -> dict[str, Path] | None:
@@ -86,7 +88,8 @@ def _stage_mnist(found: dict[str, Path], ds: TorchvisionDataset, cache_root: Pat
         dst = raw / stem
         if dst.exists():
             continue
-        tmp = dst.with_suffix(".tmp")
+        # A unique temporary name: two prepare jobs (e.g. a dataset and its subset) may stage at once.
+        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
         opener = gzip.open if src.suffix == ".gz" else open
         with opener(src, "rb") as fin, open(tmp, "wb") as fout:
             shutil.copyfileobj(fin, fout)
@@ -166,6 +169,9 @@ def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root, log=print) 
     val_size = int(data_cfg.get("val_size", 5000))
     split_seed = int(data_cfg.get("split_seed", 0))
     synthetic = data_cfg.get("synthetic") or {}
+    subset = (data_cfg.get("subsets") or {}).get(name)
+    if subset is not None:
+        return _prepare_subset(name, subset, data_cfg, out_path, cache_root, log)
     if name in synthetic:
         params = dict(synthetic[name])
         kind = params.pop("generator", None)
@@ -197,6 +203,55 @@ def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root, log=print) 
                 sizes={s: int(len(tensors[f"y_{s}"])) for s in SPLITS})
     save_tensors(out_path, tensors, meta)
     log(f"[data] {name}: wrote {out_path} sizes={meta['sizes']}")
+    return meta
+
+
+def subset_indices(n_total: int, n_train: int, seed: int) -> torch.Tensor:
+    """Sorted indices of a seeded random subset of ``n_train`` out of ``n_total`` training examples."""
+    if not 1 <= n_train <= n_total:
+        raise ValueError(f"n_train={n_train} must be in [1, {n_total}] (the training split after the "
+                         f"validation split was carved off)")
+    return torch.randperm(n_total, generator=generator("train-subset", seed))[:n_train].sort().values
+
+
+def _prepare_subset(name: str, subset: dict, data_cfg: dict, out_path, cache_root, log=print) -> dict:
+    """``data.subsets.<name>``: a torchvision dataset whose training split is a seeded random subset.
+
+    The validation split is carved from the full training set first (exactly as for
+    the base dataset, so both have the same validation and test examples); then
+    ``n_train`` training examples are kept (seed ``subset.seed``, default
+    ``data.split_seed``); normalisation statistics come from the kept examples.
+    """
+    base = subset.get("base")
+    if base not in TORCHVISION_DATASETS:
+        raise ValueError(f"data.subsets.{name}.base={base!r} must be a torchvision dataset; "
+                         f"allowed: {', '.join(sorted(TORCHVISION_DATASETS))}")
+    val_size = int(data_cfg.get("val_size", 5000))
+    split_seed = int(data_cfg.get("split_seed", 0))
+    seed = int(subset.get("seed", split_seed))
+    ds = TORCHVISION_DATASETS[base]
+    (xtr, ytr), (xte, yte) = _load_torchvision(
+        ds, data_cfg.get("search_paths", DEFAULT_SEARCH_PATHS), Path(cache_root),
+        bool(data_cfg.get("download", True)), log)
+    xtr, ytr, xte, yte = map(torch.from_numpy, (xtr, ytr, xte, yte))
+    xtr, ytr, xva, yva = split_train_val(xtr, ytr, val_size, split_seed)
+    try:
+        keep = subset_indices(len(xtr), int(subset["n_train"]), seed)
+    except ValueError as err:
+        raise ValueError(f"data.subsets.{name}.n_train: {err}") from None
+    xtr, ytr = xtr[keep], ytr[keep]
+    mean = xtr.mean(dim=(0, 2, 3), keepdim=True)
+    std = xtr.std(dim=(0, 2, 3), keepdim=True)
+    norm = lambda t: ((t - mean) / std).contiguous()  # noqa: E731
+    tensors = {"x_train": norm(xtr), "y_train": ytr, "x_val": norm(xva), "y_val": yva,
+               "x_test": norm(xte), "y_test": yte}
+    meta = {"dataset": name, "source": "torchvision-subset", "base": base, "subset_seed": seed,
+            "in_shape": list(ds.in_shape), "num_classes": ds.num_classes, "task": "classification",
+            "mean": mean.flatten().tolist(), "std": std.flatten().tolist(),
+            "val_size": val_size, "split_seed": split_seed,
+            "sizes": {s: int(len(tensors[f"y_{s}"])) for s in SPLITS}}
+    save_tensors(out_path, tensors, meta)
+    log(f"[data] {name} (subset of {base}): wrote {out_path} sizes={meta['sizes']}")
     return meta
 
 

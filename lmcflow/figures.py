@@ -42,7 +42,10 @@ def barrier_vs_width(barriers: pd.DataFrame, definition: str = "entezari", split
         return _empty("barrier vs width")
     df["kind"] = df.calibrated.map({False: "raw", True: "calibrated"})
     df["metric"] = df["metric"].map({"error": "error barrier", "loss": "loss barrier"})
-    g = sns.relplot(data=df, x="width", y="value", hue="kind", style="kind", row="metric", col="method",
+    style = "kind"
+    if df.weight_decay.nunique() > 1:  # a weight-decay arm: line style tells the arms apart
+        df[style := "weight decay"] = df.weight_decay.map(lambda v: f"{v:g}")
+    g = sns.relplot(data=df, x="width", y="value", hue="kind", style=style, row="metric", col="method",
                     kind="line", marker="o", errorbar=("pi", 100), facet_kws={"sharey": "row"},
                     height=2.6, aspect=1.3)
     for ax in g.axes.flat:
@@ -59,7 +62,10 @@ def error_along_lambda(interp: pd.DataFrame, split: str = "test"):
     if df.empty:
         return _empty("error along λ")
     df["width"] = df["width"].map(lambda w: f"{w:g}")
-    g = sns.relplot(data=df, x="lam", y="error", hue="width", col="method", kind="line", marker="o",
+    row = None
+    if df.weight_decay.nunique() > 1:  # one row of panels per weight-decay arm
+        df[row := "weight decay"] = df.weight_decay.map(lambda v: f"{v:g}")
+    g = sns.relplot(data=df, x="lam", y="error", hue="width", col="method", row=row, kind="line", marker="o",
                     errorbar=("pi", 100), height=3, aspect=1.2, palette="viridis")
     g.set_axis_labels("λ  (θ = (1−λ)θ_A + λθ_B)", f"{split} error")
     return g.figure
@@ -80,4 +86,238 @@ def loss_barrier_raw_vs_calibrated(barriers: pd.DataFrame, definition: str = "en
     ax.plot(lim, lim, color="grey", lw=0.8, ls="--")
     ax.set_xlabel(f"raw loss barrier ({definition})")
     ax.set_ylabel("calibrated loss barrier")
+    return fig
+
+
+# --------------------------------------------------------------------------- identifiability paper (issue 4)
+def _sigma_axis(ax, values):
+    """σ_F axis: symlog so that σ_F = 0 sits left of the log-spaced positive values."""
+    pos = sorted(v for v in set(values) if v > 0)
+    if pos:
+        ax.set_xscale("symlog", linthresh=pos[0], linscale=0.5)
+    ax.set_xlabel("σ_F")
+
+
+def objective_vs_sigma_f(matching: pd.DataFrame):
+    """Activation-matching objective of the optimal, identity and random permutations vs σ_F, per layer."""
+    if matching.empty:
+        return _empty("objective vs σ_F")
+    names = {"optimal": "optimal π*", "identity": "identity", "random_mean": "random (mean)"}
+    df = matching.melt(id_vars=["sigma_f", "layer", "seed_a", "seed_b"], value_vars=list(names),
+                       var_name="permutation", value_name="objective")
+    df["permutation"] = df["permutation"].map(names)
+    df["layer"] = df["layer"].map(lambda i: f"hidden layer {i + 1}")
+    g = sns.relplot(data=df, x="sigma_f", y="objective", hue="permutation", style="permutation", col="layer",
+                    kind="line", marker="o", errorbar=("pi", 100), height=2.8, aspect=1.1)
+    for ax in g.axes.flat:
+        _sigma_axis(ax, df["sigma_f"])
+    g.set_ylabels("mean correlation of matched units")
+    g.figure.suptitle("Activation-matching objective vs σ_F (line: mean over pairs; band: min–max)", y=1.03)
+    return g.figure
+
+
+def barrier_vs_sigma_f(lmc: pd.DataFrame, split: str = "test"):
+    """Unaligned (identity) vs aligned (activation matching, effective weights) barriers vs σ_F."""
+    df = lmc[lmc.split == split]
+    if df.empty:
+        return _empty("barrier vs σ_F")
+    cols = {"error_barrier_entezari": "error barrier", "loss_barrier_entezari": "loss barrier",
+            "relative_accuracy_barrier": "relative accuracy barrier"}
+    long = df.melt(id_vars=["sigma_f", "method", "seed_a", "seed_b"], value_vars=list(cols),
+                   var_name="metric", value_name="value").dropna(subset=["value"])
+    long["metric"] = long["metric"].map(cols)
+    long["method"] = long["method"].map({"identity": "unaligned", "activation_matching": "aligned (AM)"})
+    g = sns.relplot(data=long, x="sigma_f", y="value", hue="method", style="method", col="metric", kind="line",
+                    marker="o", errorbar=("pi", 100), facet_kws={"sharey": False}, height=2.8, aspect=1.1)
+    for ax in g.axes.flat:
+        _sigma_axis(ax, long["sigma_f"])
+        ax.axhline(0, color="grey", lw=0.8)
+    g.figure.suptitle(f"Barriers vs σ_F ({split}; line: mean over pairs; band: min–max)", y=1.03)
+    return g.figure
+
+
+def swap_cost_heatmaps(matrix: pd.DataFrame, layer: str | None = None):
+    """Swap-cost matrices T_ij (first seed, one layer): rows = data intrinsic dimension k, columns = σ_F."""
+    if matrix.empty:
+        return _empty("swap-cost heatmaps")
+    layer = layer or sorted(matrix.layer.unique())[0]
+    df = matrix[(matrix.layer == layer) & (matrix.seed == matrix.seed.min())]
+    row_key = "data_k" if (df.data_k >= 0).any() else "dataset"
+    rows, cols = sorted(df[row_key].unique()), sorted(df.sigma_f.unique())
+    import numpy as np
+
+    vmax = float(np.nanquantile(df.swap_cost.abs(), 0.99)) or 1.0
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(2.3 * len(cols) + 0.8, 2.2 * len(rows)), squeeze=False)
+    im = None
+    for r, rv in enumerate(rows):
+        for c, cv in enumerate(cols):
+            ax = axes[r][c]
+            cell = df[(df[row_key] == rv) & (df.sigma_f == cv)]
+            if cell.empty:
+                ax.set_axis_off()
+                continue
+            n = int(cell.i.max()) + 1
+            t = np.full((n, n), np.nan)
+            t[cell.i.to_numpy(), cell.j.to_numpy()] = cell.swap_cost.to_numpy()
+            im = ax.imshow(t, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+            off = t[~np.eye(n, dtype=bool)]
+            ax.set_title(f"{row_key}={rv}, σ_F={cv:g}\nmedian {np.median(off):.2g}, {np.mean(off < 0):.0%} < 0",
+                         fontsize=7)
+            ax.set_xticks([])
+            ax.set_yticks([])
+    if im is not None:
+        fig.colorbar(im, ax=axes, shrink=0.6, label="swap cost T_ij")
+    fig.suptitle(f"Swap costs of {layer} (seed {int(df.seed.min())}; colour clipped at the 99th percentile of |T|)")
+    return fig
+
+
+def swap_cost_vs_k(summary: pd.DataFrame):
+    """Median swap cost and fraction of negative swap costs vs the data's intrinsic dimension k, per σ_F."""
+    if summary.empty:
+        return _empty("swap cost vs k")
+    x = "data_k" if (summary.data_k >= 0).any() else "k"
+    df = summary.assign(sigma=summary.sigma_f.map(lambda v: f"{v:g}"))
+    long = df.melt(id_vars=[x, "sigma", "layer", "seed"], value_vars=["swap_median", "swap_frac_negative"],
+                   var_name="statistic", value_name="value")
+    g = sns.relplot(data=long, x=x, y="value", hue="sigma", style="layer", col="statistic", kind="line",
+                    marker="o", errorbar=("pi", 100), facet_kws={"sharey": False}, height=2.8, aspect=1.1)
+    for ax in g.axes.flat:
+        ax.set_xscale("log", base=2)
+        ax.axhline(0, color="grey", lw=0.8)
+    g.set_axis_labels("intrinsic dimension k of the data", "")
+    g.figure.suptitle("Swap costs vs k (line: mean over seeds; band: min–max)", y=1.03)
+    return g.figure
+
+
+def barrier_vs_nu(coherence: pd.DataFrame, split: str = "test"):
+    """Regression midpoint barrier of the unaligned path vs subspace coherence ν of the inputs."""
+    df = coherence[coherence.split == split]
+    if df.empty:
+        return _empty("barrier vs ν")
+    cols = {"regression_midpoint_barrier": "MSE(θ½) − max(MSE_a, MSE_b)",
+            "loss_barrier_midpoint": "MSE(θ½) − mean(MSE_a, MSE_b)"}
+    long = df.melt(id_vars=["nu", "method", "seed_a", "seed_b"], value_vars=list(cols), var_name="barrier",
+                   value_name="value")
+    long["barrier"] = long["barrier"].map(cols)
+    g = sns.relplot(data=long, x="nu", y="value", hue="method", col="barrier", kind="line", marker="o",
+                    errorbar=("pi", 100), facet_kws={"sharey": False}, height=2.8, aspect=1.2)
+    for ax in g.axes.flat:
+        ax.set_xscale("log")
+        ax.axhline(0, color="grey", lw=0.8)
+    g.set_axis_labels("subspace coherence ν", f"midpoint barrier ({split})")
+    g.figure.suptitle("Midpoint barrier vs ν (line: mean over pairs; band: min–max)", y=1.03)
+    return g.figure
+
+
+# --------------------------------------------------------------------------- width paper: alignment and mechanism (issue 3)
+METHOD_ORDER = ("identity", "weight_matching", "activation_matching", "random_permutation")
+
+
+def _with_wd(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    df["weight decay"] = df.weight_decay.map(lambda v: f"{v:g}")
+    return df
+
+
+def _at_half(lm: pd.DataFrame, method: str = "identity") -> pd.DataFrame:
+    """Rows at λ = ½ (λ-independent metrics repeat on every λ; one λ avoids counting them 11 times)."""
+    return lm[(lm.method == method) & ((lm.lam_paper - 0.5).abs() < 1e-9)]
+
+
+def _facet_widths(g, ylabel: str, title: str, zero: bool = False):
+    for ax in g.axes.flat:
+        _width_axis(ax)
+        if zero:
+            ax.axhline(0, color="grey", lw=0.8)
+    g.set_ylabels(ylabel)
+    g.figure.suptitle(title, y=1.03)
+    return g.figure
+
+
+def method_barrier_vs_width(barriers: pd.DataFrame, definition: str = "entezari", split: str = "test"):
+    """Raw error barrier vs width, one line per alignment method, one panel per weight decay."""
+    df = barriers[(barriers.definition == definition) & (barriers.split == split) & (barriers.metric == "error")
+                  & ~barriers.calibrated]
+    if df.empty:
+        return _empty("barrier vs width per method")
+    df = _with_wd(df)
+    order = [m for m in METHOD_ORDER if m in set(df.method)] + sorted(set(df.method) - set(METHOD_ORDER))
+    g = sns.relplot(data=df, x="width", y="value", hue="method", style="method", hue_order=order,
+                    style_order=order, col="weight decay", kind="line", marker="o", errorbar=("pi", 100),
+                    height=3, aspect=1.2)
+    return _facet_widths(g, f"{definition} error barrier ({split})",
+                         "Error barrier vs width per alignment method (mean over pairs; band: min–max)", zero=True)
+
+
+def lewc_vs_width(lm: pd.DataFrame):
+    """LEWC and LLFC cosine at λ = ½ vs width, one panel per hidden layer."""
+    df = _at_half(lm)
+    if df.empty:
+        return _empty("LEWC vs width")
+    long = _with_wd(df).melt(id_vars=["width", "layer", "seed_a", "seed_b", "weight decay"],
+                             value_vars=["lewc_cos", "llfc_cos"], var_name="form", value_name="cosine")
+    long["form"] = long["form"].map({"lewc_cos": "LEWC  λ^l f_A + (1−λ)^l f_B", "llfc_cos": "LLFC  λ f_A + (1−λ) f_B"})
+    g = sns.relplot(data=long, x="width", y="cosine", hue="form", style="weight decay", col="layer", kind="line",
+                    marker="o", errorbar=("pi", 100), height=3, aspect=1.1)
+    return _facet_widths(g, "mean cos(f_l(θ_½), target)", "LEWC vs LLFC at λ = ½ (no permutation)")
+
+
+def cross_ratio_vs_width(lm: pd.DataFrame):
+    """Reciprocal orthogonality vs width: cross-norm ratios and cross cosine, per layer ≥ 2."""
+    df = _at_half(lm)
+    if len(df) and df.layer.max() >= 2:
+        df = df[df.layer >= 2]  # layer 1: both models read the same input, the ratios are 1 by definition
+    if df.empty:
+        return _empty("cross-norm ratio vs width")
+    long = _with_wd(df).melt(id_vars=["width", "layer", "seed_a", "seed_b", "weight decay"],
+                             value_vars=["cross_ratio_a", "cross_ratio_b", "cross_cos"], var_name="quantity")
+    long["quantity"] = long["quantity"].map({"cross_ratio_a": "‖W_A z_B‖/‖W_A z_A‖",
+                                             "cross_ratio_b": "‖W_B z_A‖/‖W_B z_B‖",
+                                             "cross_cos": "cos(W_A z_B + W_B z_A, W_A z_A + W_B z_B)"})
+    g = sns.relplot(data=long, x="width", y="value", hue="quantity", style="weight decay", col="layer", kind="line",
+                    marker="o", errorbar=("pi", 100), height=3, aspect=1.2)
+    return _facet_widths(g, "value", "Reciprocal orthogonality vs width (no permutation)", zero=True)
+
+
+def rank_vs_width(lm: pd.DataFrame):
+    """Relative effective rank and rank99 fraction of each hidden layer's weight vs width (mean of A and B)."""
+    df = _at_half(lm).copy()
+    if df.empty:
+        return _empty("rank vs width")
+    df["effective rank / min dim"] = (df.erank_rel_a + df.erank_rel_b) / 2
+    df["rank99 / min dim"] = (df.rank99_frac_a + df.rank99_frac_b) / 2
+    df["active fraction"] = (df.frac_active_a + df.frac_active_b) / 2
+    long = _with_wd(df).melt(id_vars=["width", "layer", "seed_a", "seed_b", "weight decay"],
+                             value_vars=["effective rank / min dim", "rank99 / min dim", "active fraction"],
+                             var_name="statistic")
+    g = sns.relplot(data=long, x="width", y="value", hue="statistic", style="weight decay", col="layer",
+                    kind="line", marker="o", errorbar=("pi", 100), height=3, aspect=1.2)
+    return _facet_widths(g, "fraction", "Low rank and neuron activity vs width")
+
+
+def weight_decay_comparison(barriers: pd.DataFrame, lm: pd.DataFrame, definition: str = "entezari",
+                            split: str = "test"):
+    """Default vs weak weight decay: error barrier, LEWC cosine (λ = ½, layers ≥ 2) and relative rank vs width."""
+    b = barriers[(barriers.definition == definition) & (barriers.split == split) & (barriers.metric == "error")
+                 & ~barriers.calibrated & (barriers.method == "identity")]
+    m = _at_half(lm)
+    if b.empty and m.empty:
+        return _empty("default vs weak weight decay")
+    deep = m[m.layer >= 2] if len(m) and m.layer.max() >= 2 else m
+    m = m.assign(erank=(m.erank_rel_a + m.erank_rel_b) / 2)
+    panels = [(_with_wd(b) if len(b) else b, "value", f"{definition} error barrier ({split})"),
+              (_with_wd(deep) if len(deep) else deep, "lewc_cos", "LEWC cos at λ = ½ (layers ≥ 2)"),
+              (_with_wd(m) if len(m) else m, "erank", "effective rank / min dim")]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    for ax, (df, y, label) in zip(axes, panels):
+        if df.empty:
+            ax.set_axis_off()
+            continue
+        sns.lineplot(data=df, x="width", y=y, hue="weight decay", style="weight decay", marker="o",
+                     errorbar=("pi", 100), ax=ax, palette="colorblind")
+        _width_axis(ax)
+        ax.set_ylabel(label)
+    axes[0].axhline(0, color="grey", lw=0.8)
+    fig.suptitle("Default vs weak weight decay (no permutation; mean over pairs, band: min–max)", y=1.02)
+    fig.tight_layout()
     return fig

@@ -313,7 +313,39 @@ def path_barrier_row(path_rows: list[dict], split: str = "test") -> dict:
     return out
 
 
-__all__ = ["matching_objective", "activation_matching_rows", "principal_subspace", "intrinsic_dimension",
+def lmc_summary_row(path_rows: list[dict], split: str) -> dict:
+    """Wide summary of one ``merging.evaluate_path`` curve (one split) for ``identifiability_lmc``.
+
+    Barrier definitions as ``lmcflow.metrics.barriers`` (midpoint, max_minus_mean, entezari) on
+    error = 1 − acc and on the loss; ``relative_accuracy_barrier`` =
+    (min_λ acc − max(acc_a, acc_b)) / max(acc_a, acc_b). Regression curves (acc NaN) give NaN
+    accuracy columns.
+    """
+    from lmcflow.metrics import barriers, relative_accuracy_barrier
+
+    rows = sorted((r for r in path_rows if r["split"] == split), key=lambda r: r["lam"])
+    if not rows:
+        raise ValueError(f"no path rows for split {split!r}")
+    lam = np.asarray([r["lam"] for r in rows], dtype=float)
+    loss = np.asarray([r["loss"] for r in rows], dtype=float)
+    acc = np.asarray([r["acc"] for r in rows], dtype=float)
+    mid = int(np.argmin(np.abs(lam - 0.5)))
+    nan = float("nan")
+    lb = barriers(lam, loss)
+    out = {"split": split, "loss_a": float(loss[0]), "loss_b": float(loss[-1]), "loss_mid": float(loss[mid]),
+           **{f"loss_barrier_{k}": v for k, v in lb.items()}}
+    if np.all(np.isfinite(acc)):
+        eb = barriers(lam, 1.0 - acc)
+        out.update(acc_a=float(acc[0]), acc_b=float(acc[-1]), acc_mid=float(acc[mid]), acc_min=float(acc.min()),
+                   relative_accuracy_barrier=relative_accuracy_barrier(lam, acc),
+                   **{f"error_barrier_{k}": v for k, v in eb.items()})
+    else:
+        out.update(acc_a=nan, acc_b=nan, acc_mid=nan, acc_min=nan, relative_accuracy_barrier=nan,
+                   **{f"error_barrier_{k}": nan for k in lb})
+    return out
+
+
+__all__ = ["lmc_summary_row", "matching_objective", "activation_matching_rows", "principal_subspace", "intrinsic_dimension",
            "subspace_coherence", "coherence_row", "realization_costs", "swap_costs", "swap_summary",
            "layer_inputs", "layer_mask_offset", "swap_cost_analysis", "swap_cost_long",
            "regression_midpoint_barrier", "path_barrier_row"]

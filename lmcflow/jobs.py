@@ -15,7 +15,6 @@ from pathlib import Path
 import torch
 
 from lmcflow import claims as claims_mod
-from lmcflow import figures
 from lmcflow.config import Point
 from lmcflow.data import load_dataset, prepare_dataset
 from lmcflow.io import load_tensors, save_tensors, write_json
@@ -25,6 +24,22 @@ from lmcflow.seeding import derive_seed
 from lmcflow.tables import (barrier_rows, concat_tables, make_frame, point_columns, read_table,
                             write_table)
 from lmcflow.training import evaluate, resolve_device, train
+
+
+class _LazyModule:
+    """Imports a module on first attribute access: seaborn/matplotlib cost ~2 s per job, and only
+    the figure jobs need them (every train/merge/align job imports this module)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
+figures = _LazyModule("lmcflow.figures")
 
 
 # --------------------------------------------------------------------------- logging
@@ -117,13 +132,21 @@ def meta_hint(path) -> str:
 
 # --------------------------------------------------------------------------- merging
 def run_merge(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list,
-              data_path: str, out: str, device: str = "auto", log=print) -> None:
+              data_path: str, out: str, device: str = "auto", log=print, alignment: list | None = None) -> None:
+    """Path θ(λ) = (1−λ)θ_A + λθ_B. For method ≠ identity, B is first permuted by the
+    permutations of rule ``align`` (``alignment`` = [permutation file, alignment row], hash-verified);
+    models with symmetry-breaking layers are then interpolated in dense form (W_eff)."""
     dev = resolve_device(device)
     data = load_dataset(data_path).to(dev)
-    model, sd_a = load_checkpoint(ckpts[0], run_rows[0], dev)
-    _, sd_b = load_checkpoint(ckpts[1], run_rows[1], dev)
-    if method != "identity":
-        raise ValueError(f"merge method {method!r} needs the alignment stage; available here: identity")
+    if method == "identity":
+        model, sd_a = load_checkpoint(ckpts[0], run_rows[0], dev)
+        _, sd_b = load_checkpoint(ckpts[1], run_rows[1], dev)
+    else:
+        model, model_b, _ = load_aligned_pair(point, method, seed_a, seed_b, ckpts, run_rows, alignment, dev,
+                                              log=log)
+        # clones: evaluate_path loads each θ(λ) into ``model``, whose state_dict shares storage
+        sd_a = {k: v.clone() for k, v in model.state_dict().items()}
+        sd_b = {k: v.clone() for k, v in model_b.state_dict().items()}
     lambdas = lambda_grid(int(point.merge.get("lambdas", 11)))
     log(f"[merge] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} λ grid={lambdas}")
     rows = evaluate_path(model, sd_a, sd_b, data, lambdas,
@@ -175,3 +198,280 @@ def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, defin
     figures.save_figure(figures.error_along_lambda(i), outputs["lambda_png"], outputs["lambda_pdf"])
     figures.save_figure(figures.loss_barrier_raw_vs_calibrated(b, definition), outputs["calib_png"],
                         outputs["calib_pdf"])
+
+
+# --------------------------------------------------------------------------- identifiability paper (issue 4)
+def _ident_imports():
+    from lmcflow import identifiability as ident
+    from lmcflow.config import analysis_params
+    from lmcflow.tables import ident_point_columns
+    return ident, analysis_params, ident_point_columns
+
+
+def run_identifiability_pair(point: Point, seed_a: int, seed_b: int, ckpts: list, run_rows: list, data_path: str,
+                             out_matching: str, out_lmc: str, device: str = "auto", log=print) -> None:
+    """Activation-matching objective per hidden layer, and unaligned vs aligned LMC on effective weights.
+
+    Correlations use the first ``analysis.n_samples`` training inputs. The aligned path
+    permutes B by activation matching (``lmcflow.alignment.align``) and interpolates the
+    *effective* weights (``symmetry.effective_state_dict``: W_eff = D⊙W + (1−D)⊙F, masks 1,
+    offsets 0), so a W-asymmetric B is permuted as a whole and stays the same function.
+    The unaligned path interpolates the effective weights too (identical to interpolating
+    the raw weights, since both models share masks and offsets).
+    """
+    from lmcflow.alignment import align, apply_permutation, permutation_spec
+    from lmcflow.symmetry import effective_state_dict
+
+    ident, analysis_params, ident_point_columns = _ident_imports()
+    a = analysis_params(point)
+    dev = resolve_device(device)
+    data = load_dataset(data_path).to(dev)
+    model_a, _ = load_checkpoint(ckpts[0], run_rows[0], dev)
+    model_b, _ = load_checkpoint(ckpts[1], run_rows[1], dev)
+    x = data.x["train"][: int(a["n_samples"])]
+    base = {**ident_point_columns(point, data.meta), "seed_a": seed_a, "seed_b": seed_b}
+    t0 = time.perf_counter()
+    layers = ident.activation_matching_rows(model_a, model_b, x, n_random=int(a["n_random"]),
+                                            seed=f"{seed_a}-{seed_b}")
+    write_table(out_matching, "identifiability", [{**base, "n_samples": len(x), **r} for r in layers])
+    for r in layers:
+        log(f"[identifiability] layer {r['layer']}: optimal={r['optimal']:.4f} identity={r['identity']:.4f} "
+            f"random={r['random_mean']:.4f} normalized={r['identity_normalized']:.3f}")
+    perms, info = align("activation_matching", model_a, model_b, x)
+    eff_a, eff_b = effective_state_dict(model_a), effective_state_dict(model_b)
+    eff_b_aligned = apply_permutation(permutation_spec(model_b), eff_b, perms)
+    lambdas = lambda_grid(int(point.merge.get("lambdas", 11)))
+    n_units = sum(r["n_units"] for r in layers)
+    objective = {"identity": sum(r["identity"] * r["n_units"] for r in layers) / max(1, n_units),
+                 "activation_matching": float(info["objective"])}
+    out, ends = [], {}
+    for method, sd_b in (("identity", eff_b), ("activation_matching", eff_b_aligned)):
+        path = evaluate_path(model_a, eff_a, sd_b, data, lambdas, train_eval_size=point.merge.get("train_eval_size"),
+                             bn_reset_size=point.merge.get("bn_reset_size"), log=log)
+        ends[method] = [r["loss"] for r in path if r["lam"] == 1.0]
+        for split in ("train", "test"):
+            row = ident.lmc_summary_row(path, split)
+            out.append({**base, "method": method, "matching_objective": objective[method], **row})
+            log(f"[identifiability] {method} {split}: error barrier (entezari)={row['error_barrier_entezari']:.4f} "
+                f"loss barrier={row['loss_barrier_entezari']:.4f} rel. acc barrier={row['relative_accuracy_barrier']:.4f}")
+    # The permuted B is the same function as B: its endpoint losses must agree.
+    diff = max(abs(u - v) for u, v in zip(ends["identity"], ends["activation_matching"]))
+    if diff > 1e-4 * max(1.0, max(abs(v) for v in ends["identity"])):
+        raise RuntimeError(f"the activation-matching permutation changed model B's function (endpoint loss "
+                           f"differs by {diff:.3g}); the permutation spec misses a tensor")
+    write_table(out_lmc, "identifiability_lmc", out)
+    log(f"[identifiability] {point.study}/{point.point} pair ({seed_a},{seed_b}) done in "
+        f"{time.perf_counter() - t0:.1f}s")
+
+
+def run_swap_costs(point: Point, seed: int, ckpt: str, run_row: str, data_path: str, out_summary: str,
+                   out_matrix: str, device: str = "auto", log=print) -> None:
+    """Realization / swap costs of every hidden weight layer of one model (``identifiability.swap_cost_analysis``)."""
+    ident, analysis_params, ident_point_columns = _ident_imports()
+    a = analysis_params(point)
+    dev = resolve_device(device)
+    data = load_dataset(data_path).to(dev)
+    model, _ = load_checkpoint(ckpt, run_row, dev)
+    x = data.x["train"][: int(a["n_samples"])]
+    rows, mats = ident.swap_cost_analysis(model, x, var_threshold=float(a["var_threshold"]),
+                                          max_samples=int(a["n_samples"]))
+    base = {**ident_point_columns(point, data.meta), "seed": seed}
+    write_table(out_summary, "swap_costs", [{**base, **r} for r in rows])
+    write_table(out_matrix, "swap_matrix", [{**base, **r} for name, t in mats.items()
+                                            for r in ident.swap_cost_long(t, name, int(a["heatmap_units"]))])
+    for r in rows:
+        log(f"[swap] {point.study}/{point.point} seed={seed} {r['layer']}: k={r['k']} median={r['swap_median']:.4g} "
+            f"frac_negative={r['swap_frac_negative']:.3f} relative={r['swap_median_relative']:.4g}")
+
+
+def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict, out: str, log=print) -> None:
+    """Subspace coherence ν of each point's inputs and the barriers of its interpolation curves.
+
+    ν is measured on the principal subspace (``analysis.var_threshold`` of the variance) of the
+    first ``analysis.n_samples`` training inputs; curves come from the study's foundation
+    ``interpolation`` table (every method and split it holds).
+    """
+    ident, analysis_params, ident_point_columns = _ident_imports()
+    from lmcflow.metrics import barriers
+
+    interp = read_table(interp_path, "interpolation")
+    rows, geometry = [], {}
+    for p in points:
+        a = analysis_params(p)
+        if not a["coherence"]:
+            continue
+        key = (p.dataset, int(a["n_samples"]), float(a["var_threshold"]))
+        if key not in geometry:
+            data = load_dataset(data_paths[p.dataset])
+            u, explained = ident.principal_subspace(data.x["train"][: key[1]], key[2])
+            geometry[key] = (data.meta, {**ident.coherence_row(u), "explained": explained})
+        meta, geo = geometry[key]
+        base = ident_point_columns(p, meta)
+        curves = interp[(interp.study == p.study) & (interp.point == p.point)]
+        for (sa, sb, method, split), g in curves.groupby(["seed_a", "seed_b", "method", "split"], sort=True):
+            g = g.sort_values("lam")
+            lam, loss = g.lam.to_numpy(float), g.loss.to_numpy(float)
+            mid = int(abs(lam - 0.5).argmin())
+            rows.append({**base, "seed_a": int(sa), "seed_b": int(sb), "method": method, "split": split, **geo,
+                         "loss_a": float(loss[0]), "loss_b": float(loss[-1]), "loss_mid": float(loss[mid]),
+                         "regression_midpoint_barrier": ident.regression_midpoint_barrier(lam, loss),
+                         "loss_barrier_midpoint": barriers(lam, loss)["midpoint"]})
+        log(f"[coherence] {p.study}/{p.point}: nu={geo['nu']:.4f} (k={geo['k']}, d={geo['d']})")
+    write_table(out, "coherence", rows)
+
+
+def run_identifiability_figures(matching_path: str, lmc_path: str, outputs: dict) -> None:
+    m = read_table(matching_path, "identifiability")
+    lmc = read_table(lmc_path, "identifiability_lmc")
+    figures.save_figure(figures.objective_vs_sigma_f(m), outputs["objective_png"], outputs["objective_pdf"])
+    figures.save_figure(figures.barrier_vs_sigma_f(lmc), outputs["barrier_png"], outputs["barrier_pdf"])
+
+
+def run_swap_cost_figures(summary_path: str, matrix_path: str, outputs: dict) -> None:
+    s = read_table(summary_path, "swap_costs")
+    m = read_table(matrix_path, "swap_matrix")
+    figures.save_figure(figures.swap_cost_heatmaps(m), outputs["heatmaps_png"], outputs["heatmaps_pdf"])
+    figures.save_figure(figures.swap_cost_vs_k(s), outputs["summary_png"], outputs["summary_pdf"])
+
+
+def run_coherence_figures(coherence_path: str, outputs: dict) -> None:
+    c = read_table(coherence_path, "coherence")
+    figures.save_figure(figures.barrier_vs_nu(c), outputs["barrier_png"], outputs["barrier_pdf"])
+
+
+# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+def _device_name(dev: torch.device) -> str:
+    return f"{dev.type}:{torch.cuda.get_device_name(dev) if dev.type == 'cuda' else platform.processor() or platform.machine()}"
+
+
+def run_align(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list, data_path: str,
+              out_perms: str, out_row: str, device: str = "auto", log=print) -> dict:
+    """Permutations aligning model B to model A (``lmcflow.alignment.align``), saved as safetensors.
+
+    Models with symmetry-breaking layers are aligned in dense form (W_eff, see
+    ``alignment.to_dense_form``). The permutation file's SHA-256 goes into the alignment row;
+    ``load_aligned_pair`` checks it before applying the permutations.
+    """
+    from lmcflow.alignment import align, save_permutations, to_dense_form
+    from lmcflow.config import alignment_params
+
+    t0 = time.perf_counter()
+    dev = resolve_device(device)
+    ap = alignment_params(point)
+    model_a, _ = load_checkpoint(ckpts[0], run_rows[0], dev)
+    model_b, _ = load_checkpoint(ckpts[1], run_rows[1], dev)
+    dense = to_dense_form(model_a)
+    to_dense_form(model_b)
+    x, kw = None, {}
+    if method == "activation_matching":
+        xtr = load_dataset(data_path).x["train"]
+        x = (xtr[: int(ap["samples"])] if ap["samples"] else xtr).to(dev)
+        kw["batch_size"] = int(ap["batch_size"])
+    elif method == "weight_matching":
+        kw["max_iter"] = int(ap["max_iter"])
+    seed = derive_seed("align", point.study, point.point, method, seed_a, seed_b)
+    log(f"[align] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} dense_form={dense} "
+        f"samples={0 if x is None else len(x)} device={dev}")
+    perms, info = align(method, model_a, model_b, x, seed=seed, **kw)
+    n_units = sum(len(p) for p in perms.values())
+    unmoved = sum(int((p.cpu() == torch.arange(len(p))).sum()) for p in perms.values())
+    history = info.get("objective_history") or []
+    meta = {"study": point.study, "point": point.point, "method": method, "seed_a": seed_a, "seed_b": seed_b,
+            "dense_form": dense, **info}
+    digest = save_permutations(out_perms, perms, meta)
+    row = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,
+           "objective": float(info["objective"]), "objective_identity": float(history[0]) if history else float("nan"),
+           "iterations": int(info["iterations"]), "align_seconds": float(info["seconds"]),
+           "wall_time_s": time.perf_counter() - t0, "n_groups": len(perms), "n_units": n_units,
+           "frac_unmoved": unmoved / max(1, n_units), "n_samples": 0 if x is None else len(x), "dense_form": dense,
+           "permutation_file": str(out_perms), "permutation_sha256": digest, "device": _device_name(dev)}
+    write_table(out_row, "alignment", [row])
+    log(f"[align] done: objective={row['objective']:.6g} (identity {row['objective_identity']:.6g}) "
+        f"iterations={row['iterations']} unmoved={row['frac_unmoved']:.3f} {row['align_seconds']:.2f}s "
+        f"sha256={digest[:12]}")
+    return row
+
+
+def load_aligned_pair(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list,
+                      alignment: list | None, device, log=print) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
+    """(model A, model B permuted onto A, dense_form) for one seed pair and merge method.
+
+    Checkpoints are hash-verified (``load_checkpoint``); for method ≠ identity ``alignment`` is
+    [permutation file, alignment row] from rule ``align``: the row must describe this pair and
+    method, and the file must match the SHA-256 recorded in it. Models with symmetry-breaking
+    layers are returned in dense form (``alignment.to_dense_form``) for every method.
+    """
+    from lmcflow.alignment import apply_permutation, load_permutations, permutation_spec, to_dense_form
+
+    model_a, _ = load_checkpoint(ckpts[0], run_rows[0], device)
+    model_b, _ = load_checkpoint(ckpts[1], run_rows[1], device)
+    dense = to_dense_form(model_a)
+    to_dense_form(model_b)
+    if method == "identity":
+        return model_a, model_b, dense
+    if not alignment or len(alignment) != 2:
+        raise ValueError(f"merge method {method!r} needs [permutation file, alignment row] from rule align")
+    perm_path, row_path = alignment
+    row = read_table(row_path, "alignment").iloc[0]
+    got = (row["study"], row["point"], row["method"], int(row["seed_a"]), int(row["seed_b"]))
+    want = (point.study, point.point, method, seed_a, seed_b)
+    if got != want:
+        raise ValueError(f"{row_path}: alignment row is for {got}, expected {want}")
+    perms, _ = load_permutations(perm_path, expected_sha256=row["permutation_sha256"])
+    sd_b = apply_permutation(permutation_spec(model_b), model_b.state_dict(), perms)
+    model_b.load_state_dict(sd_b)
+    log(f"[align] applied {method} permutations from {perm_path} (sha256 {row['permutation_sha256'][:12]} ok, "
+        f"{row['frac_unmoved']:.3f} of units unmoved)")
+    return model_a, model_b, dense
+
+
+def run_mechanism(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list,
+                  data_path: str, out: str, device: str = "auto", log=print, alignment: list | None = None) -> None:
+    """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of one
+    (aligned) seed pair, per hidden layer on the λ grid (``lmcflow.mechanism.layer_metrics``).
+
+    Inputs: the first ``analysis.mechanism.samples`` test examples; BatchNorm statistics of every
+    θ_λ are re-estimated on training data (``merge.bn_reset_size``) when the model has BatchNorm.
+    """
+    from lmcflow.config import mechanism_params
+    from lmcflow.mechanism import layer_metrics
+    from lmcflow.models import has_batchnorm
+
+    t0 = time.perf_counter()
+    dev = resolve_device(device)
+    mp = mechanism_params(point)
+    data = load_dataset(data_path).to(dev)
+    model_a, model_b, dense = load_aligned_pair(point, method, seed_a, seed_b, ckpts, run_rows, alignment, dev,
+                                                log=log)
+    x = data.x["test"][: int(mp["samples"])] if mp["samples"] else data.x["test"]
+    bn = point.merge.get("bn_reset_size")
+    x_bn = (data.x["train"][:bn] if bn else data.x["train"]) if has_batchnorm(model_a) else None
+    lambdas = lambda_grid(int(point.merge.get("lambdas", 11)))
+    rows = layer_metrics(model_a, model_b, x, lambdas, batch_size=int(mp["batch_size"]), x_bn=x_bn,
+                         energy=float(mp["energy"]), active_threshold=float(mp["active_threshold"]))
+    base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,
+            "energy": float(mp["energy"]), "n_samples": len(x), "dense_form": dense}
+    out_rows = []
+    for r in rows:
+        r = dict(r)
+        r["weight_key"] = r.pop("weight", "")
+        out_rows.append({**base, **r})
+    write_table(out, "layer_metrics", out_rows)
+    for r in out_rows:
+        if abs(r["lam_paper"] - 0.5) < 1e-9:
+            log(f"[mechanism] layer {r['layer']} λ=½: lewc={r['lewc_cos']:.4f} llfc={r['llfc_cos']:.4f} "
+                f"weak_add={r['weak_additivity']:.4f} cross_ratio=({r['cross_ratio_a']:.3f},{r['cross_ratio_b']:.3f}) "
+                f"erank_rel=({r['erank_rel_a']:.3f},{r['erank_rel_b']:.3f}) jaccard={r['active_jaccard']:.3f}")
+    log(f"[mechanism] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method}: {len(out_rows)} rows "
+        f"in {time.perf_counter() - t0:.1f}s")
+
+
+def run_mechanism_figures(barriers_path: str, layer_metrics_path: str, outputs: dict, definition: str) -> None:
+    b = read_table(barriers_path, "barriers")
+    lm = read_table(layer_metrics_path, "layer_metrics")
+    figures.save_figure(figures.method_barrier_vs_width(b, definition), outputs["methods_png"], outputs["methods_pdf"])
+    figures.save_figure(figures.lewc_vs_width(lm), outputs["lewc_png"], outputs["lewc_pdf"])
+    figures.save_figure(figures.cross_ratio_vs_width(lm), outputs["cross_png"], outputs["cross_pdf"])
+    figures.save_figure(figures.rank_vs_width(lm), outputs["rank_png"], outputs["rank_pdf"])
+    figures.save_figure(figures.weight_decay_comparison(b, lm, definition), outputs["wd_png"],
+                        outputs["wd_pdf"])

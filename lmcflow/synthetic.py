@@ -169,3 +169,37 @@ def coherence(params: dict | None, seed: int = 0):
 
 
 GENERATORS = {"gaussian_subspace": gaussian_subspace, "coherence": coherence}
+
+
+# --------------------------------------------------------------------------- config checks
+def check_params(name: str, params: dict) -> None:
+    """Validate a ``data.synthetic.<name>`` entry without generating data (ValueError names the key).
+
+    Runs at DAG construction, so a bad generator parameter fails before any job.
+    """
+    params = dict(params or {})
+    kind = params.pop("generator", None)
+    if kind not in GENERATORS:
+        raise ValueError(f"data.synthetic.{name}.generator: {kind!r} is unknown; allowed: {', '.join(GENERATORS)}")
+    defaults = GAUSSIAN_SUBSPACE_DEFAULTS if kind == "gaussian_subspace" else COHERENCE_DEFAULTS
+    try:
+        p, _ = _params(kind, params, defaults, 0)
+        for split in SPLITS:
+            _int(kind, p, f"n_{split}", 0 if split != "train" else 1)
+        if kind == "gaussian_subspace":
+            _int(kind, p, "classes", 2)
+            d = _int(kind, p, "d", 1)
+            _int(kind, p, "k", 1, d)
+            _float(kind, p, "separation")
+            _float(kind, p, "noise_scale")
+            if not isinstance(p["standardize"], bool):
+                raise ValueError(f"data.synthetic ({kind}).standardize: must be true or false")
+        else:
+            d = _int(kind, p, "d", 2)
+            _int(kind, p, "m", 1, d // 2)
+            _float(kind, p, "noise")
+            if p["embedding"] not in EMBEDDINGS:
+                raise ValueError(f"data.synthetic ({kind}).embedding: {p['embedding']!r} is unknown; "
+                                 f"allowed: {', '.join(EMBEDDINGS)}")
+    except ValueError as err:
+        raise ValueError(str(err).replace(f"data.synthetic ({kind})", f"data.synthetic.{name}")) from None

@@ -122,3 +122,106 @@ def barrier_rows(interp: pd.DataFrame) -> list[dict]:
                              "definition": definition, "value": value})
     return rows
 
+
+
+# --------------------------------------------------------------------------- identifiability paper tables (issue 4)
+# Point columns plus the symmetry details and the dataset's nominal geometry, then per-table columns.
+IDENT_POINT_COLUMNS = POINT_COLUMNS + [
+    ("mask_type", "string"), ("mask_density", "float64"), ("n_fixed", "string"), ("sigma_f_scale", "string"),
+    ("mask_seed", "int64"), ("data_k", "int64"), ("data_d", "int64"), ("data_nu", "float64"),
+]
+
+TABLES.update({
+    # one row per seed pair × hidden layer: activation-matching objective (lmcflow.identifiability)
+    "identifiability": IDENT_POINT_COLUMNS + PAIR_COLUMNS[:2] + [
+        ("layer", "int64"), ("n_units", "int64"), ("n_samples", "int64"), ("optimal", "float64"),
+        ("identity", "float64"), ("random_mean", "float64"), ("random_std", "float64"),
+        ("identity_gap", "float64"), ("identity_normalized", "float64"), ("identity_fraction", "float64"),
+    ],
+    # one row per seed pair × method × split: unaligned / aligned LMC on effective weights
+    "identifiability_lmc": IDENT_POINT_COLUMNS + PAIR_COLUMNS + [
+        ("split", "string"), ("matching_objective", "float64"),
+        ("loss_a", "float64"), ("loss_b", "float64"), ("loss_mid", "float64"),
+        ("acc_a", "float64"), ("acc_b", "float64"), ("acc_mid", "float64"), ("acc_min", "float64"),
+        ("error_barrier_midpoint", "float64"), ("error_barrier_max_minus_mean", "float64"),
+        ("error_barrier_entezari", "float64"), ("loss_barrier_midpoint", "float64"),
+        ("loss_barrier_max_minus_mean", "float64"), ("loss_barrier_entezari", "float64"),
+        ("relative_accuracy_barrier", "float64"),
+    ],
+    # one row per model (seed) × weight layer: realization / swap-cost summaries
+    "swap_costs": IDENT_POINT_COLUMNS + [
+        ("seed", "int64"), ("layer", "string"), ("fan_in", "int64"), ("k", "int64"), ("explained", "float64"),
+        ("input_coherence", "float64"), ("fixed_fraction", "float64"), ("n_units", "int64"),
+        ("swap_median", "float64"), ("swap_mean", "float64"), ("swap_q10", "float64"),
+        ("swap_frac_negative", "float64"), ("self_cost_mean", "float64"), ("swap_median_relative", "float64"),
+        ("frac_unrealizable", "float64"),
+    ],
+    # heatmap data: T_ij of the leading analysis.heatmap_units units, one row per (seed, layer, i, j)
+    "swap_matrix": IDENT_POINT_COLUMNS + [
+        ("seed", "int64"), ("layer", "string"), ("i", "int64"), ("j", "int64"), ("swap_cost", "float64"),
+    ],
+    # one row per seed pair × method × split: subspace coherence of the inputs and the path's barriers
+    "coherence": IDENT_POINT_COLUMNS + PAIR_COLUMNS + [
+        ("split", "string"), ("d", "int64"), ("k", "int64"), ("nu", "float64"), ("nu_min", "float64"),
+        ("explained", "float64"), ("loss_a", "float64"), ("loss_b", "float64"), ("loss_mid", "float64"),
+        ("regression_midpoint_barrier", "float64"), ("loss_barrier_midpoint", "float64"),
+    ],
+})
+
+IDENT_TABLE_KINDS = ("identifiability", "identifiability_lmc", "swap_costs", "swap_matrix", "coherence")
+
+
+def ident_point_columns(point: Point, meta: dict | None = None) -> dict:
+    """Point columns + symmetry details (empty / NaN for kinds without masks) + the dataset's nominal k, d, ν.
+
+    ``meta`` is the prepared dataset's metadata: synthetic generators record ``k``, ``d``
+    and (coherence) ``nu``; torchvision datasets give data_k = −1, data_d = prod(in_shape).
+    """
+    from lmcflow.symmetry import check_symmetry  # local: tables must stay importable without torch models
+    import json
+    import math
+
+    sym = check_symmetry(point.model.get("symmetry"))
+    masked = sym["kind"] in ("w_asymmetric", "syre")
+    meta = meta or {}
+    d = meta.get("d", math.prod(meta["in_shape"]) if meta.get("in_shape") else -1)
+    return {
+        **point_columns(point),
+        "mask_type": sym["mask_type"] if sym["kind"] == "w_asymmetric" else "",
+        "mask_density": float(sym["mask_density"]) if sym["kind"] == "w_asymmetric" and
+        sym["mask_type"] == "bernoulli" else float("nan"),
+        "n_fixed": json.dumps(sym["n_fixed"]) if sym["kind"] == "w_asymmetric" and
+        sym["mask_type"] == "fixed_count" else "",
+        "sigma_f_scale": json.dumps(sym["sigma_f_scale"]) if masked else "",
+        "mask_seed": int(sym["mask_seed"]),
+        "data_k": int(meta.get("k", -1)), "data_d": int(d),
+        "data_nu": float(meta.get("nu", float("nan"))),
+    }
+
+
+# --------------------------------------------------------------------------- alignment and mechanism tables (issue 3)
+TABLES.update({
+    # one row per seed pair × alignment method (rule align); identity needs no alignment job
+    "alignment": POINT_COLUMNS + PAIR_COLUMNS + [
+        ("objective", "float64"), ("objective_identity", "float64"), ("iterations", "int64"),
+        ("align_seconds", "float64"), ("wall_time_s", "float64"), ("n_groups", "int64"), ("n_units", "int64"),
+        ("frac_unmoved", "float64"), ("n_samples", "int64"), ("dense_form", "bool"),
+        ("permutation_file", "string"), ("permutation_sha256", "string"), ("device", "string"),
+    ],
+    # one row per seed pair × method × hidden layer × λ (rule mechanism; lmcflow.mechanism.layer_metrics).
+    # λ-independent metrics (reciprocal orthogonality, ranks, activity) repeat on every λ of a layer.
+    "layer_metrics": POINT_COLUMNS + PAIR_COLUMNS + [
+        ("layer", "int64"), ("lam_paper", "float64"), ("lam_path", "float64"),
+        ("lewc_cos", "float64"), ("llfc_cos", "float64"),
+        ("weak_additivity", "float64"), ("weak_additivity_lewc", "float64"),
+        ("weak_additivity_gaussian", "float64"), ("weak_additivity_lewc_gaussian", "float64"),
+        ("cross_ratio_a", "float64"), ("cross_ratio_b", "float64"), ("cross_cos", "float64"),
+        ("weight_key", "string"), ("min_dim", "int64"),
+        ("rank99_a", "int64"), ("rank99_b", "int64"), ("rank99_frac_a", "float64"), ("rank99_frac_b", "float64"),
+        ("erank_a", "float64"), ("erank_b", "float64"), ("erank_rel_a", "float64"), ("erank_rel_b", "float64"),
+        ("n_units", "int64"), ("n_active_a", "int64"), ("n_active_b", "int64"),
+        ("frac_active_a", "float64"), ("frac_active_b", "float64"), ("active_jaccard", "float64"),
+        ("m2_mean_a", "float64"), ("m2_mean_b", "float64"), ("m2_max_a", "float64"), ("m2_max_b", "float64"),
+        ("active_threshold", "float64"), ("energy", "float64"), ("n_samples", "int64"), ("dense_form", "bool"),
+    ],
+})

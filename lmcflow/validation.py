@@ -18,7 +18,7 @@ def validate_points(points: dict, schema_path: str) -> None:
         schema = yaml.safe_load(fh)
     defs = schema["$defs"]
     for (study, pid), point in points.items():
-        for block in ("model", "train", "merge"):
+        for block in ("model", "train", "merge", "analysis"):
             sub = {"$defs": defs, **defs[block]}
             try:
                 jsonschema.validate(getattr(point, block), sub)

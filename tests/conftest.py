@@ -46,3 +46,18 @@ def small_data():
     (xtr, ytr), (xva, yva), (xte, yte) = make(512), make(128), make(256)
     return Dataset({"train": xtr, "val": xva, "test": xte}, {"train": ytr, "val": yva, "test": yte},
                    {"in_shape": [20], "num_classes": 4, "task": "classification"})
+
+
+def pytest_terminal_summary(terminalreporter):
+    try:
+        from tests.test_faults import FAULTS
+    except Exception:
+        return
+    if FAULTS:
+        terminalreporter.section("fault injection")
+        total = [0, 0]
+        for name, (inj, surv) in sorted(FAULTS.items()):
+            terminalreporter.write_line(f"{name}: injected {inj}, survived {surv}")
+            total[0] += inj
+            total[1] += surv
+        terminalreporter.write_line(f"faults injected: {total[0]}, survived: {total[1]}")

@@ -13,7 +13,6 @@ from lmcflow.merging import interpolate_state
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.training import reset_bn_stats
 
-torch.set_num_threads(2)
 
 IN_SHAPE = {"mlp": (1, 6, 6), "vgg11": (3, 16, 16), "resnet20": (3, 12, 12)}
 

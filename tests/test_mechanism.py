@@ -12,7 +12,6 @@ from lmcflow.mechanism import (active_units, gaussian_weak_additivity, layer_met
                                reciprocal_orthogonality_rows, weak_additivity_rows, weight_rank_rows)
 from lmcflow.models import ModelSpec, build_model
 
-torch.set_num_threads(2)
 
 D_IN, HALF, DEPTH = 12, 8, 3
 LAMS = [0.0, 0.25, 0.5, 0.8, 1.0]

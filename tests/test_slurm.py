@@ -10,8 +10,19 @@ The fixture starts the cluster with tests/slurm/start_cluster.sh (bounded) and
 stops it afterwards unless it was already running. Every subprocess has a
 timeout; a cluster that does not come up fails the test, it never hangs it.
 
+Scale: every SLURM job pays ~15-20 s of wrapper start-up (the executor runs a
+snakemake inside the job, which runs another one under srun) and the node has as
+many slots as the machine has cores, so by default both runs use a *trimmed* copy
+of tests/configs/tiny.yaml: its first study with 2 seeds, the first value of every
+sweep key, the first merge method, no alignment/analysis blocks and no claims
+(4 SLURM jobs: prepare_data, 2 x train, interpolate). Targets are the tables the
+SLURM jobs feed: results/tables/{runs,interpolation,barriers}.parquet.
+LMCFLOW_SLURM_TEST_FULL=1 runs tiny.yaml as it is, all targets (tens of minutes
+on 2 CPUs).
+
 Knobs: LMCFLOW_SLURM_START_TIMEOUT (s, default 240, includes apt-get install),
-LMCFLOW_SLURM_RUN_TIMEOUT (s per snakemake run, default 900).
+LMCFLOW_SLURM_RUN_TIMEOUT (s per snakemake run, default 900),
+LMCFLOW_SLURM_TEST_FULL (1: untrimmed tiny config, default target).
 """
 from __future__ import annotations
 
@@ -26,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests/configs/tiny.yaml"
@@ -37,6 +49,8 @@ SNAKEMAKE = VENV_BIN / "snakemake"
 
 START_TIMEOUT = int(os.environ.get("LMCFLOW_SLURM_START_TIMEOUT", "240"))
 RUN_TIMEOUT = int(os.environ.get("LMCFLOW_SLURM_RUN_TIMEOUT", "900"))
+FULL = os.environ.get("LMCFLOW_SLURM_TEST_FULL") == "1"
+TABLES = ("runs", "interpolation", "barriers")
 
 # Columns that legitimately differ between a SLURM and a local run.
 EXCLUDE = re.compile(
@@ -95,31 +109,58 @@ def slurm_cluster():
         assert stop.returncode == 0, stop.stdout + stop.stderr
 
 
-def _run_snakemake(label: str, workdir: Path, *args: str) -> str:
-    cmd = [str(SNAKEMAKE), "--snakefile", str(REPO / "Snakefile"), "--configfile", str(TINY),
-           "--directory", str(workdir), *args]
-    log = workdir.parent / f"{workdir.name}.snakemake.txt"
-    t0 = time.monotonic()
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(),
-                                start_new_session=True)
-        try:
-            rc = proc.wait(timeout=RUN_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            # SIGINT makes the slurm executor scancel its jobs before exiting
-            proc.send_signal(signal.SIGINT)
+def trimmed_config(tiny: dict) -> dict:
+    """The smallest config of the same shape: one study, 2 seeds (one pair), one point."""
+    cfg = {k: v for k, v in tiny.items() if k != "claims"}
+    name, study = next(iter(tiny["studies"].items()))
+    study = dict(study, seeds=list(study["seeds"])[:2])
+    study["sweep"] = {k: list(v)[:1] for k, v in (study.get("sweep") or {}).items()}
+    study.pop("analysis", None)
+    if study.get("merge"):
+        merge = {k: v for k, v in study["merge"].items() if k != "alignment"}
+        if merge.get("methods"):
+            merge["methods"] = list(merge["methods"])[:1]
+        study["merge"] = merge
+    cfg["studies"] = {name: study}
+    return cfg
+
+
+class _Run:
+    """One snakemake process writing its output to <workdir>.snakemake.txt."""
+
+    def __init__(self, label: str, workdir: Path, configfile: Path, targets: list[str], *args: str):
+        self.label, self.workdir = label, workdir
+        self.cmd = [str(SNAKEMAKE), *targets, "--snakefile", str(REPO / "Snakefile"),
+                    "--configfile", str(configfile), "--directory", str(workdir), *args]
+        self.log = workdir.parent / f"{workdir.name}.snakemake.txt"
+        self.t0 = time.monotonic()
+        with open(self.log, "w") as fh:
+            self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(),
+                                         start_new_session=True)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # the slurm executor scancels its jobs
             try:
-                proc.wait(timeout=60)
+                self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+
+    def wait(self, deadline: float) -> str:
+        try:
+            rc = self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.stop()
             rc = None
-    out = log.read_text()
-    print(f"{label} run: {time.monotonic() - t0:.1f} s")
-    if rc != 0:
-        msg = "timed out after %d s" % RUN_TIMEOUT if rc is None else f"exited {rc}"
-        pytest.fail(f"snakemake {msg}: {' '.join(cmd)}\n{out[-6000:]}{_failed_slurm_logs(workdir)}")
-    return out
+        self.seconds = time.monotonic() - self.t0
+        out = self.log.read_text()
+        print(f"{self.label} run: {self.seconds:.1f} s")
+        if rc != 0:
+            msg = f"timed out after {RUN_TIMEOUT} s" if rc is None else f"exited {rc}"
+            pytest.fail(f"{self.label} snakemake {msg}: {' '.join(self.cmd)}\n{out[-6000:]}"
+                        f"{_failed_slurm_logs(self.workdir)}")
+        return out
 
 
 def _failed_slurm_logs(workdir: Path) -> str:
@@ -130,19 +171,37 @@ def _failed_slurm_logs(workdir: Path) -> str:
 
 @pytest.fixture(scope="module")
 def runs(slurm_cluster, tmp_path_factory):
-    """The tiny workflow once through profiles/slurm and once through profiles/local."""
+    """The same config once through profiles/slurm and once through profiles/local.
+
+    The two runs go concurrently: the SLURM run leaves the CPUs idle between the
+    executor's status polls, and results do not depend on timing (threads are fixed
+    per rule).
+    """
     base = tmp_path_factory.mktemp("slurm_vs_local")
-    slurm_wd, local_wd = base / "slurm", base / "local"
-    slurm_wd.mkdir()
-    local_wd.mkdir()
-    slurm_log = _run_snakemake(
-        "slurm", slurm_wd, "--profile", str(REPO / "profiles/slurm"),
-        # CI: poll squeue every 2 s after a job finishes (profile default: 5 s) and do
-        # not hide failures behind the profile's retry.
-        "--slurm-init-seconds-before-status-checks", "2", "--retries", "0",
-    )
-    local_log = _run_snakemake("local", local_wd, "--profile", str(REPO / "profiles/local"))
-    return {"slurm": slurm_wd, "local": local_wd, "slurm_log": slurm_log, "local_log": local_log}
+    if FULL:
+        configfile, targets = TINY, []
+    else:
+        configfile = base / "slurm_tiny.yaml"
+        configfile.write_text(yaml.safe_dump(trimmed_config(yaml.safe_load(TINY.read_text()))))
+        targets = [f"results/tables/{t}.parquet" for t in TABLES]
+    wd = {k: base / k for k in ("slurm", "local")}
+    for d in wd.values():
+        d.mkdir()
+    slurm = _Run("slurm", wd["slurm"], configfile, targets,
+                 "--profile", str(REPO / "profiles/slurm"),
+                 # CI: poll squeue 2 s after a job finished (profile: 5 s), no retries
+                 # hiding failures, localrules on both cores.
+                 "--slurm-init-seconds-before-status-checks", "2", "--retries", "0",
+                 "--local-cores", str(os.cpu_count() or 1))
+    local = _Run("local", wd["local"], configfile, targets, "--profile", str(REPO / "profiles/local"))
+    deadline = time.monotonic() + RUN_TIMEOUT
+    try:
+        slurm_log = slurm.wait(deadline)
+        local_log = local.wait(deadline)
+    finally:
+        slurm.stop()
+        local.stop()
+    return {**wd, "slurm_log": slurm_log, "local_log": local_log}
 
 
 def _submitted(log: str) -> dict[str, str]:

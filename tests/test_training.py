@@ -78,3 +78,18 @@ def test_lr_schedules():
     assert lr_at(50, 100, dict(cfg, schedule="step", warmup_epochs=0)) == pytest.approx(0.1)
     with pytest.raises(ValueError, match="train.schedule"):
         lr_at(50, 100, dict(cfg, schedule="bogus", warmup_epochs=0))
+
+
+def test_crop_flip_augmentation_is_seeded_and_shape_preserving():
+    from lmcflow.seeding import generator
+    from lmcflow.training import augment_crop_flip
+
+    x = torch.arange(2 * 3 * 8 * 8, dtype=torch.float32).reshape(2, 3, 8, 8) + 1
+    a = augment_crop_flip(x, generator("aug", 0), pad=2)
+    b = augment_crop_flip(x, generator("aug", 0), pad=2)
+    assert a.shape == x.shape and torch.equal(a, b)
+    # Every output is a (possibly flipped) 8x8 window of the zero-padded input.
+    xp = torch.nn.functional.pad(x, (2, 2, 2, 2))
+    for i in range(2):
+        windows = [xp[i, :, dy:dy + 8, dx:dx + 8] for dy in range(5) for dx in range(5)]
+        assert any(torch.equal(a[i], w) or torch.equal(a[i], w.flip(2)) for w in windows)

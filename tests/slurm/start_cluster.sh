@@ -20,6 +20,7 @@
 #   LMCFLOW_SLURM_CTLD_PORT      slurmctld port                 (6817)
 #   LMCFLOW_SLURM_SLURMD_PORT    slurmd port                    (6818)
 #   LMCFLOW_SLURM_SMOKE          1 = run srun/sbatch smoke test (1)
+#   LMCFLOW_SLURM_MIN_JOB_AGE    slurm.conf MinJobAge, s        (3600; keep >= 300)
 #
 # Exit status: 0 cluster up and idle; non-zero with a message and daemon logs otherwise.
 # Needs root (apt, munge key, daemons); re-executes itself with `sudo -n` if possible.
@@ -30,6 +31,7 @@ START_TIMEOUT=${LMCFLOW_SLURM_START_TIMEOUT:-60}
 CTLD_PORT=${LMCFLOW_SLURM_CTLD_PORT:-6817}
 SLURMD_PORT=${LMCFLOW_SLURM_SLURMD_PORT:-6818}
 SMOKE=${LMCFLOW_SLURM_SMOKE:-1}
+MIN_JOB_AGE=${LMCFLOW_SLURM_MIN_JOB_AGE:-3600}
 PARTITION=debug
 PACKAGES=(slurmctld slurmd slurm-client munge)
 
@@ -164,8 +166,10 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 # jobs that do not ask for memory must not grab the whole node
 DefMemPerCPU=512
-# finished jobs stay visible to squeue for 5 min (the status check needs them)
-MinJobAge=300
+# Finished jobs stay visible to squeue this long. The snakemake profile's squeue status
+# check needs >= 180 s (its longest poll interval); the test also reads the final job
+# states of a whole multi-minute run afterwards, hence 1 h by default.
+MinJobAge=${MIN_JOB_AGE}
 ReturnToService=2
 SlurmctldTimeout=30
 SlurmdTimeout=30

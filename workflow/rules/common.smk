@@ -1,4 +1,5 @@
 # Helpers shared by every rule file: config validation, point expansion, paths and targets.
+import math
 import sys
 from pathlib import Path
 
@@ -68,9 +69,19 @@ def study_table(study, kind):
 
 
 def point_resources(block, key, default):
-    """Per-job resources from the config point (train.resources / merge.resources)."""
+    """Per-job resources from the config point (train.resources / merge.resources).
+
+    ``runtime`` and ``mem_mb`` are given for width 1 and scale as max(1, width)**width_exponent
+    (compute of MLP hidden layers and conv layers grows with width squared), so one study
+    asks SLURM for short jobs at narrow widths and long ones at wide widths.
+    """
     def get(wc):
-        return int((getattr(point_of(wc), block).get("resources") or {}).get(key, default))
+        point = point_of(wc)
+        res = getattr(point, block).get("resources") or {}
+        value = res.get(key, default)
+        if key in ("runtime", "mem_mb"):
+            value = value * max(1.0, float(point.model["width"])) ** float(res.get("width_exponent", 0))
+        return int(math.ceil(value))
     return get
 
 
@@ -80,7 +91,9 @@ def study_inputs(study, kind):
     if kind == "runs":
         return [run_row_file(study, p.point, s) for p in pts for s in p.seeds]
     if kind == "interpolation":
-        return [merge_file(study, p.point, m, a, b) for p in pts for m in p.merge["methods"] for a, b in p.pairs]
+        return [merge_file(study, p.point, m, a, b) for p in pts for m in merge_methods(p) for a, b in p.pairs]
+    if kind in ALIGN_TABLE_KINDS:
+        return align_study_inputs(study, kind)
     raise ValueError(kind)
 
 
@@ -98,6 +111,8 @@ def figure_targets():
     for study in STUDIES:
         if sweeps(study, "model.width"):
             out += width_figures(study)
+        out += ident_figures(study)
+        out += mechanism_figures(study)
     return out
 
 
@@ -112,4 +127,113 @@ def all_targets():
     claims = [f"{RESULTS}/claims/{c}.json" for c in CLAIM_CFG]
     if claims:
         tables.append(f"{RESULTS}/tables/claims.parquet")
+    tables += [f"{RESULTS}/tables/{k}.parquet" for k in IDENT_TABLE_KINDS if table_studies(k)]
+    tables += [f"{RESULTS}/tables/{k}.parquet" for k in ALIGN_TABLE_KINDS if align_table_needed(k)]
     return tables + figure_targets() + claims
+
+
+# --------------------------------------------------------------------------- identifiability paper (issue 4)
+from lmcflow.config import analysis_params
+from lmcflow.tables import IDENT_TABLE_KINDS
+
+# identifiability table kind -> the analysis flag (studies.<s>.analysis.<flag>) of the points that produce it
+IDENT_TABLE_FLAG = {"identifiability": "identifiability", "identifiability_lmc": "identifiability",
+                    "swap_costs": "swap_costs", "swap_matrix": "swap_costs", "coherence": "coherence"}
+
+
+def analysis_points(study, flag):
+    return [p for p in study_points(POINTS, study) if analysis_params(p)[flag]]
+
+
+def table_studies(kind):
+    """Studies that have a table of this kind (every study has the foundation tables)."""
+    if kind not in IDENT_TABLE_FLAG:
+        return STUDIES
+    return [s for s in STUDIES if analysis_points(s, IDENT_TABLE_FLAG[kind])]
+
+
+def ident_pair_file(study, point, a, b, kind):
+    return f"{WORK}/identifiability/{study}/{point}/pair-{a}-{b}.{kind}.parquet"
+
+
+def swap_file(study, point, seed, kind):
+    return f"{WORK}/identifiability/{study}/{point}/seed-{seed}.{kind}.parquet"
+
+
+def ident_study_inputs(study, kind):
+    """Per-job files that a study's identifiability table concatenates."""
+    if kind in ("identifiability", "identifiability_lmc"):
+        return [ident_pair_file(study, p.point, a, b, kind)
+                for p in analysis_points(study, "identifiability") for a, b in p.pairs]
+    if kind in ("swap_costs", "swap_matrix"):
+        return [swap_file(study, p.point, s, kind) for p in analysis_points(study, "swap_costs") for s in p.seeds]
+    raise ValueError(kind)
+
+
+IDENT_FIGURES = {"identifiability": ["objective_vs_sigma_f", "barrier_vs_sigma_f"],
+                 "swap_costs": ["swap_cost_heatmaps", "swap_cost_vs_k"],
+                 "coherence": ["barrier_vs_nu"]}
+
+
+def ident_figures(study):
+    return [f"{RESULTS}/figures/{study}/{name}.{ext}" for flag, names in IDENT_FIGURES.items()
+            if analysis_points(study, flag) for name in names for ext in ("png", "pdf")]
+
+
+def data_cfg_for(dataset):
+    """The part of config["data"] that one dataset's preparation reads (adding a dataset reruns no other)."""
+    d = config["data"]
+    out = {k: d[k] for k in ("search_paths", "download", "val_size", "split_seed") if k in d}
+    for group in ("synthetic", "subsets"):
+        if dataset in (d.get(group) or {}):
+            out[group] = {dataset: d[group][dataset]}
+    return out
+
+
+# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+from lmcflow.config import mechanism_methods, merge_methods
+
+ALIGN_TABLE_KINDS = ("alignment", "layer_metrics")
+
+
+def align_file(study, point, method, a, b):
+    return f"{WORK}/align/{study}/{point}/{method}/pair-{a}-{b}.safetensors"
+
+
+def align_row_file(study, point, method, a, b):
+    return f"{WORK}/align/{study}/{point}/{method}/pair-{a}-{b}.parquet"
+
+
+def mechanism_file(study, point, method, a, b):
+    return f"{WORK}/mechanism/{study}/{point}/{method}/pair-{a}-{b}.parquet"
+
+
+def alignment_inputs(wc):
+    """[permutation file, alignment row] of rule align for a merge/mechanism job; none for identity."""
+    if wc.method == "identity":
+        return []
+    args = (wc.study, wc.point, wc.method, wc.seed_a, wc.seed_b)
+    return [align_file(*args), align_row_file(*args)]
+
+
+def align_study_inputs(study, kind):
+    pts = study_points(POINTS, study)
+    if kind == "alignment":
+        return [align_row_file(study, p.point, m, a, b)
+                for p in pts for m in merge_methods(p) if m != "identity" for a, b in p.pairs]
+    if kind == "layer_metrics":
+        return [mechanism_file(study, p.point, m, a, b) for p in pts for m in mechanism_methods(p) for a, b in p.pairs]
+    raise ValueError(kind)
+
+
+def align_table_needed(kind):
+    """The global alignment / layer_metrics table is a target when some study produces rows for it."""
+    return any(align_study_inputs(s, kind) for s in STUDIES)
+
+
+def mechanism_figures(study):
+    if not (sweeps(study, "model.width") and align_study_inputs(study, "layer_metrics")):
+        return []
+    names = ["method_barrier_vs_width", "lewc_vs_width", "cross_ratio_vs_width", "rank_vs_width",
+             "weight_decay_comparison"]
+    return [f"{RESULTS}/figures/{study}/{n}.{ext}" for n in names for ext in ("png", "pdf")]

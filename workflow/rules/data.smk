@@ -5,7 +5,7 @@ rule prepare_data:
     log:
         f"{LOGS}/prepare_data/{{dataset}}.log",
     params:
-        data_cfg=config["data"],
+        data_cfg=lambda wc: data_cfg_for(wc.dataset),
         cache_root=f"{WORK}/data/raw",
     resources:
         mem_mb=8000,

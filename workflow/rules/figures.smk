@@ -23,3 +23,94 @@ rule width_figures:
         definition="entezari",
     script:
         "../scripts/width_figures.py"
+
+
+# --------------------------------------------------------------------------- identifiability paper (issue 4)
+localrules:
+    identifiability_figures,
+    swap_cost_figures,
+    coherence_figures,
+
+
+rule identifiability_figures:
+    """Optimal / identity / random activation-matching objective vs σ_F; unaligned vs aligned barrier vs σ_F."""
+    input:
+        matching=study_table("{study}", "identifiability"),
+        lmc=study_table("{study}", "identifiability_lmc"),
+    output:
+        objective_png=report(f"{RESULTS}/figures/{{study}}/objective_vs_sigma_f.png",
+                             caption="../report/objective_vs_sigma_f.rst", category="{study}"),
+        objective_pdf=f"{RESULTS}/figures/{{study}}/objective_vs_sigma_f.pdf",
+        barrier_png=report(f"{RESULTS}/figures/{{study}}/barrier_vs_sigma_f.png",
+                           caption="../report/barrier_vs_sigma_f.rst", category="{study}"),
+        barrier_pdf=f"{RESULTS}/figures/{{study}}/barrier_vs_sigma_f.pdf",
+    log:
+        f"{LOGS}/figures/{{study}}/identifiability.log",
+    script:
+        "../scripts/identifiability_figures.py"
+
+
+rule swap_cost_figures:
+    """Swap-cost heatmaps (k × σ_F) and median / fraction-negative swap cost vs k."""
+    input:
+        summary=study_table("{study}", "swap_costs"),
+        matrix=study_table("{study}", "swap_matrix"),
+    output:
+        heatmaps_png=report(f"{RESULTS}/figures/{{study}}/swap_cost_heatmaps.png",
+                            caption="../report/swap_cost_heatmaps.rst", category="{study}"),
+        heatmaps_pdf=f"{RESULTS}/figures/{{study}}/swap_cost_heatmaps.pdf",
+        summary_png=report(f"{RESULTS}/figures/{{study}}/swap_cost_vs_k.png",
+                           caption="../report/swap_cost_vs_k.rst", category="{study}"),
+        summary_pdf=f"{RESULTS}/figures/{{study}}/swap_cost_vs_k.pdf",
+    log:
+        f"{LOGS}/figures/{{study}}/swap_costs.log",
+    script:
+        "../scripts/swap_cost_figures.py"
+
+
+rule coherence_figures:
+    """Midpoint barrier of the unaligned path vs subspace coherence ν."""
+    input:
+        study_table("{study}", "coherence"),
+    output:
+        barrier_png=report(f"{RESULTS}/figures/{{study}}/barrier_vs_nu.png",
+                           caption="../report/barrier_vs_nu.rst", category="{study}"),
+        barrier_pdf=f"{RESULTS}/figures/{{study}}/barrier_vs_nu.pdf",
+    log:
+        f"{LOGS}/figures/{{study}}/coherence.log",
+    script:
+        "../scripts/coherence_figures.py"
+
+
+# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+localrules:
+    mechanism_figures,
+
+
+rule mechanism_figures:
+    """Barrier vs width per method; LEWC/LLFC, cross-norm ratios and rank vs width; default vs weak weight decay."""
+    input:
+        barriers=study_table("{study}", "barriers"),
+        layer_metrics=study_table("{study}", "layer_metrics"),
+    output:
+        methods_png=report(f"{RESULTS}/figures/{{study}}/method_barrier_vs_width.png",
+                           caption="../report/method_barrier_vs_width.rst", category="{study}"),
+        methods_pdf=f"{RESULTS}/figures/{{study}}/method_barrier_vs_width.pdf",
+        lewc_png=report(f"{RESULTS}/figures/{{study}}/lewc_vs_width.png",
+                        caption="../report/lewc_vs_width.rst", category="{study}"),
+        lewc_pdf=f"{RESULTS}/figures/{{study}}/lewc_vs_width.pdf",
+        cross_png=report(f"{RESULTS}/figures/{{study}}/cross_ratio_vs_width.png",
+                         caption="../report/cross_ratio_vs_width.rst", category="{study}"),
+        cross_pdf=f"{RESULTS}/figures/{{study}}/cross_ratio_vs_width.pdf",
+        rank_png=report(f"{RESULTS}/figures/{{study}}/rank_vs_width.png",
+                        caption="../report/rank_vs_width.rst", category="{study}"),
+        rank_pdf=f"{RESULTS}/figures/{{study}}/rank_vs_width.pdf",
+        wd_png=report(f"{RESULTS}/figures/{{study}}/weight_decay_comparison.png",
+                      caption="../report/weight_decay_comparison.rst", category="{study}"),
+        wd_pdf=f"{RESULTS}/figures/{{study}}/weight_decay_comparison.pdf",
+    log:
+        f"{LOGS}/figures/{{study}}/mechanism.log",
+    params:
+        definition="entezari",
+    script:
+        "../scripts/mechanism_figures.py"

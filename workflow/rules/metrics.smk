@@ -13,7 +13,7 @@ rule study_table:
     log:
         f"{LOGS}/tables/{{study}}/{{kind}}.log",
     wildcard_constraints:
-        kind="runs|interpolation",
+        kind="runs|interpolation|alignment|layer_metrics",
     params:
         kind=lambda wc: wc.kind,
     script:
@@ -35,14 +35,122 @@ rule study_barriers:
 rule result_table:
     """All studies' tables in one file under results/tables/."""
     input:
-        lambda wc: [study_table(s, wc.kind) for s in STUDIES],
+        lambda wc: [study_table(s, wc.kind) for s in table_studies(wc.kind)],
     output:
         f"{RESULTS}/tables/{{kind}}.parquet",
     log:
         f"{LOGS}/tables/all_{{kind}}.log",
     wildcard_constraints:
-        kind="runs|interpolation|barriers",
+        kind="runs|interpolation|barriers|alignment|layer_metrics|" + "|".join(IDENT_TABLE_KINDS),
     params:
         kind=lambda wc: wc.kind,
     script:
         "../scripts/concat_table.py"
+
+
+# --------------------------------------------------------------------------- identifiability paper (issue 4)
+localrules:
+    identifiability_study_table,
+
+
+rule identifiability_pair:
+    """Activation-matching objective per hidden layer, and unaligned vs aligned LMC on effective weights."""
+    input:
+        data=lambda wc: data_file(point_of(wc).dataset),
+        ckpts=lambda wc: [model_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
+        rows=lambda wc: [run_row_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
+    output:
+        matching=ident_pair_file("{study}", "{point}", "{seed_a}", "{seed_b}", "identifiability"),
+        lmc=ident_pair_file("{study}", "{point}", "{seed_a}", "{seed_b}", "identifiability_lmc"),
+    log:
+        f"{LOGS}/identifiability/{{study}}/{{point}}/pair-{{seed_a}}-{{seed_b}}.log",
+    params:
+        point=lambda wc: point_of(wc).to_dict(),
+        device=config["device"],
+    threads: config["threads"]["merge"]
+    resources:
+        mem_mb=point_resources("merge", "mem_mb", 4000),
+        runtime=point_resources("merge", "runtime", 30),
+        gpu=point_resources("merge", "gpu", 0),
+    script:
+        "../scripts/identifiability_pair.py"
+
+
+rule swap_costs:
+    """Realization and swap costs of every hidden weight layer of one trained model."""
+    input:
+        data=lambda wc: data_file(point_of(wc).dataset),
+        ckpt=lambda wc: model_file(wc.study, wc.point, wc.seed),
+        row=lambda wc: run_row_file(wc.study, wc.point, wc.seed),
+    output:
+        summary=swap_file("{study}", "{point}", "{seed}", "swap_costs"),
+        matrix=swap_file("{study}", "{point}", "{seed}", "swap_matrix"),
+    log:
+        f"{LOGS}/identifiability/{{study}}/{{point}}/seed-{{seed}}.swap.log",
+    params:
+        point=lambda wc: point_of(wc).to_dict(),
+        device=config["device"],
+    threads: config["threads"]["merge"]
+    resources:
+        mem_mb=point_resources("merge", "mem_mb", 4000),
+        runtime=point_resources("merge", "runtime", 30),
+        gpu=point_resources("merge", "gpu", 0),
+    script:
+        "../scripts/swap_costs.py"
+
+
+rule identifiability_study_table:
+    """One study's per-pair / per-model identifiability rows concatenated into a typed table."""
+    input:
+        lambda wc: ident_study_inputs(wc.study, wc.kind),
+    output:
+        study_table("{study}", "{kind}"),
+    log:
+        f"{LOGS}/tables/{{study}}/{{kind}}.log",
+    wildcard_constraints:
+        kind="identifiability|identifiability_lmc|swap_costs|swap_matrix",
+    params:
+        kind=lambda wc: wc.kind,
+    script:
+        "../scripts/concat_table.py"
+
+
+rule coherence_table:
+    """Subspace coherence ν of each point's inputs and the barriers of the study's interpolation curves."""
+    input:
+        interpolation=study_table("{study}", "interpolation"),
+        data=lambda wc: sorted({data_file(p.dataset) for p in analysis_points(wc.study, "coherence")}),
+    output:
+        study_table("{study}", "coherence"),
+    log:
+        f"{LOGS}/tables/{{study}}/coherence.log",
+    params:
+        points=lambda wc: [p.to_dict() for p in analysis_points(wc.study, "coherence")],
+        data_paths=lambda wc: {p.dataset: data_file(p.dataset) for p in analysis_points(wc.study, "coherence")},
+    script:
+        "../scripts/coherence_table.py"
+
+
+# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+rule mechanism:
+    """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of one seed pair
+    (B permuted by the method's alignment), per hidden layer on the λ grid."""
+    input:
+        data=lambda wc: data_file(point_of(wc).dataset),
+        ckpts=lambda wc: [model_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
+        rows=lambda wc: [run_row_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
+        alignment=alignment_inputs,
+    output:
+        mechanism_file("{study}", "{point}", "{method}", "{seed_a}", "{seed_b}"),
+    log:
+        f"{LOGS}/mechanism/{{study}}/{{point}}/{{method}}/pair-{{seed_a}}-{{seed_b}}.log",
+    params:
+        point=lambda wc: point_of(wc).to_dict(),
+        device=config["device"],
+    threads: config["threads"]["merge"]
+    resources:
+        mem_mb=point_resources("merge", "mem_mb", 4000),
+        runtime=point_resources("merge", "runtime", 30),
+        gpu=point_resources("merge", "gpu", 0),
+    script:
+        "../scripts/mechanism.py"

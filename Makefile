@@ -1,0 +1,37 @@
+# Two commands do everything on a fresh clone (Python 3.11 + pip, no GPU needed):
+#   make reproduce   # set up, then run the default reproduction (snakemake --cores all)
+#   make test        # set up, then run the test suite
+# Both are idempotent: the venv is (re)built only when pyproject.toml changes.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+STAMP  := $(VENV)/.installed
+FMNIST := /usr/share/datasets/fashion-mnist
+CORES  ?= all
+
+.PHONY: reproduce test data report clean-work
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,slurm]'
+	touch $(STAMP)
+
+# Fashion-MNIST from Debian's package where we may install it; otherwise torchvision
+# downloads it at run time (data.download: true) or data.search_paths points at a copy.
+data:
+	@if [ ! -d $(FMNIST) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(dpkg -s dataset-fashion-mnist >/dev/null 2>&1 || \
+		 (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist)); \
+	fi
+
+reproduce: $(STAMP) data
+	$(VENV)/bin/snakemake --cores $(CORES) --rerun-incomplete
+	$(VENV)/bin/snakemake --cores 1 --report results/report.html
+
+test: $(STAMP) data
+	$(VENV)/bin/python -m pytest
+
+report: $(STAMP)
+	$(VENV)/bin/snakemake --cores 1 --report results/report.html
+
+clean-work:
+	rm -rf work logs .snakemake
