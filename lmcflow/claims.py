@@ -208,10 +208,12 @@ register(Claim(
 
 
 # --------------------------------------------------------------------------- width paper: alignment and mechanism claims (issue 3)
-# Mechanism claims read layer_metrics at λ_paper = ½ (``lam``) for the unaligned pairs (``method``),
+# Mechanism claims read layer_metrics of the unaligned pairs (``method``) at λ_paper = ``lam`` (½),
 # averaged per pair over hidden layers ≥ ``min_layer`` (layer 1 reads the same input in both
-# models, so there LEWC = LLFC and the cross-norm ratios are 1 by definition). Every claim reads
-# the arm trained with ``weight_decay`` (default 3e-3, the paper's working value).
+# models, so there LEWC = LLFC and the cross-norm ratios are 1 by definition). LEWC is read at the
+# interior λ ≠ ½ instead: at λ = ½ its target ½^l (f_A + f_B) is a multiple of LLFC's ½(f_A + f_B),
+# and the cosine cannot tell them apart. Every claim reads the arm trained with ``weight_decay``
+# (default 3e-3, the paper's working value).
 class WidthClaim(Claim):
     """A width-paper claim with extra config requirements (methods / mechanism where it reads them)."""
 
@@ -251,7 +253,7 @@ def _requires_methods(method_param: str | None = None, methods: tuple = (), at=(
 def _requires_mechanism(*wd_params: str):
     """analysis.mechanism must cover ``method`` at every point of each weight-decay arm the claim reads."""
     def check(cid, p, study, points) -> None:
-        from lmcflow.config import mechanism_methods
+        from lmcflow.config import mechanism_lambdas, mechanism_methods
 
         for param in wd_params:
             missing = [q.point for q in _arm(points, p.get(param)) if p["method"] not in mechanism_methods(q)]
@@ -259,6 +261,15 @@ def _requires_mechanism(*wd_params: str):
                 raise ConfigError(
                     f"claims.{cid}: needs mechanism metrics for method {p['method']!r} at points {missing} of "
                     f"study {study!r}: set studies.{study}.analysis.mechanism.methods to include it")
+            for q in _arm(points, p.get(param)):
+                lams = mechanism_lambdas(q)
+                if "lam" in p and not any(same_value(p["lam"], v) for v in lams):
+                    raise ConfigError(f"claims.{cid}: reads λ = {p['lam']} but analysis.mechanism.lambdas of "
+                                      f"study {study!r} (point {q.point}) does not contain it")
+                if "lam" not in p and not [v for v in lams if 0 < v < 1 and not same_value(v, 0.5)]:
+                    raise ConfigError(f"claims.{cid}: compares LEWC with LLFC, which needs a λ in (0, 1) other "
+                                      f"than ½; analysis.mechanism.lambdas of study {study!r} (point {q.point}) "
+                                      f"has {lams}")
     return check
 
 
@@ -274,6 +285,14 @@ def _pair_matrices(df: pd.DataFrame, column: str, values: list) -> tuple[dict, l
 def _layer_frame(lm: pd.DataFrame, p: dict, weight_decay) -> pd.DataFrame:
     df = select_weight_decay(lm, weight_decay)
     df = df[(df.method == p["method"]) & np.isclose(df.lam_paper.to_numpy(dtype=float), float(p["lam"]))]
+    return df[df.layer >= int(p["min_layer"])].copy()
+
+
+def _lewc_frame(lm: pd.DataFrame, p: dict, weight_decay) -> pd.DataFrame:
+    """LEWC/LLFC rows at interior λ ≠ ½ (see the section comment), layers ≥ ``min_layer``."""
+    df = select_weight_decay(lm, weight_decay)
+    lam = df.lam_paper.to_numpy(dtype=float)
+    df = df[(df.method == p["method"]) & (lam > 0) & (lam < 1) & ~np.isclose(lam, 0.5)]
     return df[df.layer >= int(p["min_layer"])].copy()
 
 
@@ -295,11 +314,12 @@ MECH_DEFAULTS = {"method": "identity", "lam": 0.5, "weight_decay": 3.0e-3}
 
 
 def _lewc(tables: dict, p: dict) -> dict:
-    df = _layer_frame(tables["layer_metrics"], p, p["weight_decay"])
+    df = _lewc_frame(tables["layer_metrics"], p, p["weight_decay"])
     m, widths = _pair_matrices(df, "width", ["lewc_cos", "llfc_cos"])
     lewc, llfc = m["lewc_cos"], m["llfc_cos"]
     if lewc.shape[0] < 2 or len(widths) < 2:
-        return _short(f"fewer than 2 complete pairs or widths with layers ≥ {p['min_layer']}", len(lewc))
+        return _short(f"fewer than 2 complete pairs or widths with layers ≥ {p['min_layer']} and λ ∉ {{0, ½, 1}}",
+                      len(lewc))
     widest = bootstrap_ci(lewc[:, -1], seed_label="lewc/widest")
     rise = bootstrap_ci(lewc, lambda a: np.mean(a[:, -1] - a[:, 0]), seed_label="lewc/rise")
     gap = bootstrap_ci(np.stack([lewc[:, -1], llfc[:, -1]], 1), lambda a: np.mean(a[:, 0] - a[:, 1]),
@@ -307,7 +327,8 @@ def _lewc(tables: dict, p: dict) -> dict:
     verdict = combine(verdict_above(rise, p["min_rise"]), verdict_above(widest, p["min_lewc_widest"]),
                       verdict_above(gap, p["min_gap_over_llfc"]))
     return {
-        "verdict": verdict, "statistic_name": f"LEWC cosine at λ=½ at widest width (layers ≥ {p['min_layer']})",
+        "verdict": verdict,
+        "statistic_name": f"LEWC cosine at widest width (mean over layers ≥ {p['min_layer']} and λ ∈ (0,1) \\ {{½}})",
         "statistic": widest[0], "ci_low": widest[1], "ci_high": widest[2], "n_pairs": int(lewc.shape[0]),
         "details": {**_ci_dict("rise_narrow_to_wide", rise), **_ci_dict("lewc_minus_llfc_widest", gap),
                     "widths": widths, "mean_lewc_by_width": _by_width(lewc), "mean_llfc_by_width": _by_width(llfc),
@@ -320,10 +341,10 @@ def _lewc(tables: dict, p: dict) -> dict:
 register(WidthClaim(
     id="lewc", paper=WIDTH_PAPER,
     statement="Without permutation, the layer-wise exponentially weighted connectivity (LEWC) cosine "
-              "cos(f_l(θ_λ), λ^l f_l(θ_A) + (1−λ)^l f_l(θ_B)) at λ = ½ rises with width toward 1 and at the "
-              "widest width exceeds the LLFC form cos(f_l(θ_λ), λ f_l(θ_A) + (1−λ) f_l(θ_B)).",
+              "cos(f_l(θ_λ), λ^l f_l(θ_A) + (1−λ)^l f_l(θ_B)) rises with width toward 1 and at the widest width "
+              "exceeds the LLFC form cos(f_l(θ_λ), λ f_l(θ_A) + (1−λ) f_l(θ_B)) (layers l ≥ 2, interior λ ≠ ½).",
     tables=("layer_metrics",), evaluate=_lewc, sweep_key="model.width",
-    defaults={**MECH_DEFAULTS, "min_layer": 2, "min_lewc_widest": 0.9, "min_rise": 0.0, "min_gap_over_llfc": 0.0},
+    defaults={"method": "identity", "weight_decay": 3.0e-3, "min_layer": 2, "min_lewc_widest": 0.9, "min_rise": 0.0, "min_gap_over_llfc": 0.0},
     selects={"weight_decay": "train.weight_decay"}, requires=_requires_mechanism("weight_decay"),
 ))
 
@@ -439,9 +460,7 @@ def _weight_decay(tables: dict, p: dict) -> dict:
     b = select_barriers(tables["barriers"], metric="error", calibrated=False, definition=p["definition"],
                         method=p["method"], split=p["split"])
     bar, wmax = _arms_at_widest(b, p, "value")
-    lm = tables["layer_metrics"]
-    lm = lm[(lm.method == p["method"]) & np.isclose(lm.lam_paper.to_numpy(dtype=float), float(p["lam"]))
-            & (lm.layer >= int(p["min_layer"]))]
+    lm = _lewc_frame(tables["layer_metrics"], p, None)
     lewc, _ = _arms_at_widest(lm, p, "lewc_cos")
     if bar.shape[0] < 2 or lewc.shape[0] < 2:
         return _short("fewer than 2 complete pairs in both weight-decay arms at a common widest width",
@@ -465,8 +484,8 @@ register(WidthClaim(
     statement="Weight decay drives LMC without permutation: with weight decay 1e-4 the error barrier at the "
               "widest width is clearly larger, and the LEWC cosine lower, than with the default weight decay.",
     tables=("barriers", "layer_metrics"), evaluate=_weight_decay, sweep_key="train.weight_decay",
-    defaults={**MECH_DEFAULTS, "weak_weight_decay": 1.0e-4, "definition": "entezari", "split": "test",
-              "min_layer": 2, "min_barrier_gap": 0.01, "min_lewc_gap": 0.0},
+    defaults={"method": "identity", "weight_decay": 3.0e-3, "weak_weight_decay": 1.0e-4, "definition": "entezari",
+              "split": "test", "min_layer": 2, "min_barrier_gap": 0.01, "min_lewc_gap": 0.0},
     selects={"weight_decay": "train.weight_decay", "weak_weight_decay": "train.weight_decay"},
     requires=_requires_mechanism("weight_decay", "weak_weight_decay"),
 ))

@@ -228,7 +228,7 @@ get_dotted = _get_dotted
 ALIGNMENT_DEFAULTS = {"at": {}, "samples": 5000, "max_iter": 100, "batch_size": 500}
 # analysis.mechanism: LEWC / weak additivity / reciprocal orthogonality / low rank per seed pair.
 MECHANISM_DEFAULTS = {"methods": [], "samples": 2000, "batch_size": 500, "active_threshold": 1e-3,
-                      "energy": 0.99}
+                      "energy": 0.99, "lambdas": None}
 ALIGNABLE_ARCHS = ("mlp", "vgg11", "resnet20")
 
 
@@ -271,6 +271,16 @@ def merge_methods(point: "Point") -> list[str]:
 
 def mechanism_params(point: "Point") -> dict:
     return {**MECHANISM_DEFAULTS, **((point.analysis or {}).get("mechanism") or {})}
+
+
+def mechanism_lambdas(point: "Point") -> list[float]:
+    """λ values (paper convention: weight on θ_A) of the mechanism metrics: analysis.mechanism.lambdas,
+    or the merge λ grid (merge.lambdas evenly spaced values; symmetric, so the same points as the path)."""
+    lams = mechanism_params(point)["lambdas"]
+    if lams:
+        return [float(v) for v in lams]
+    n = int(point.merge.get("lambdas", 11))
+    return [round(i / (n - 1), 10) for i in range(n)]
 
 
 def mechanism_methods(point: "Point") -> list[str]:

@@ -90,11 +90,19 @@ def loss_barrier_raw_vs_calibrated(barriers: pd.DataFrame, definition: str = "en
 
 
 # --------------------------------------------------------------------------- identifiability paper (issue 4)
+import numpy as np  # noqa: E402
+
+
 def _sigma_axis(ax, values):
     """σ_F axis: symlog so that σ_F = 0 sits left of the log-spaced positive values."""
-    pos = sorted(v for v in set(values) if v > 0)
+    vals = sorted(set(float(v) for v in values))
+    pos = [v for v in vals if v > 0]
     if pos:
         ax.set_xscale("symlog", linthresh=pos[0], linscale=0.5)
+        ax.set_xlim(-0.3 * pos[0] if vals[0] == 0 else pos[0] / 1.5, pos[-1] * 1.5)
+    ax.set_xticks(vals)
+    ax.set_xticklabels([f"{v:g}" for v in vals], rotation=45 if len(vals) > 5 else 0)
+    ax.minorticks_off()
     ax.set_xlabel("σ_F")
 
 
@@ -111,6 +119,7 @@ def objective_vs_sigma_f(matching: pd.DataFrame):
                     kind="line", marker="o", errorbar=("pi", 100), height=2.8, aspect=1.1)
     for ax in g.axes.flat:
         _sigma_axis(ax, df["sigma_f"])
+    g.set_titles("{col_name}")
     g.set_ylabels("mean correlation of matched units")
     g.figure.suptitle("Activation-matching objective vs σ_F (line: mean over pairs; band: min–max)", y=1.03)
     return g.figure
@@ -132,6 +141,7 @@ def barrier_vs_sigma_f(lmc: pd.DataFrame, split: str = "test"):
     for ax in g.axes.flat:
         _sigma_axis(ax, long["sigma_f"])
         ax.axhline(0, color="grey", lw=0.8)
+    g.set_titles("{col_name}")
     g.figure.suptitle(f"Barriers vs σ_F ({split}; line: mean over pairs; band: min–max)", y=1.03)
     return g.figure
 
@@ -144,8 +154,6 @@ def swap_cost_heatmaps(matrix: pd.DataFrame, layer: str | None = None):
     df = matrix[(matrix.layer == layer) & (matrix.seed == matrix.seed.min())]
     row_key = "data_k" if (df.data_k >= 0).any() else "dataset"
     rows, cols = sorted(df[row_key].unique()), sorted(df.sigma_f.unique())
-    import numpy as np
-
     vmax = float(np.nanquantile(df.swap_cost.abs(), 0.99)) or 1.0
     fig, axes = plt.subplots(len(rows), len(cols), figsize=(2.3 * len(cols) + 0.8, 2.2 * len(rows)), squeeze=False)
     im = None
@@ -224,6 +232,14 @@ def _at_half(lm: pd.DataFrame, method: str = "identity") -> pd.DataFrame:
     return lm[(lm.method == method) & ((lm.lam_paper - 0.5).abs() < 1e-9)]
 
 
+def _off_half(lm: pd.DataFrame, method: str = "identity") -> tuple[pd.DataFrame, str]:
+    """LEWC/LLFC rows at interior λ ≠ ½ (at λ = ½ the LEWC target is a multiple of the LLFC target, so the
+    two cosines coincide); falls back to λ = ½ when the mechanism ran at ½ only."""
+    lam = lm.lam_paper
+    df = lm[(lm.method == method) & (lam > 0) & (lam < 1) & ((lam - 0.5).abs() > 1e-9)]
+    return (df, "mean over λ ∈ (0,1), λ ≠ ½") if len(df) else (_at_half(lm, method), "λ = ½")
+
+
 def _facet_widths(g, ylabel: str, title: str, zero: bool = False):
     for ax in g.axes.flat:
         _width_axis(ax)
@@ -250,8 +266,8 @@ def method_barrier_vs_width(barriers: pd.DataFrame, definition: str = "entezari"
 
 
 def lewc_vs_width(lm: pd.DataFrame):
-    """LEWC and LLFC cosine at λ = ½ vs width, one panel per hidden layer."""
-    df = _at_half(lm)
+    """LEWC and LLFC cosine vs width (mean over interior λ ≠ ½), one panel per hidden layer."""
+    df, where = _off_half(lm)
     if df.empty:
         return _empty("LEWC vs width")
     long = _with_wd(df).melt(id_vars=["width", "layer", "seed_a", "seed_b", "weight decay"],
@@ -259,7 +275,7 @@ def lewc_vs_width(lm: pd.DataFrame):
     long["form"] = long["form"].map({"lewc_cos": "LEWC  λ^l f_A + (1−λ)^l f_B", "llfc_cos": "LLFC  λ f_A + (1−λ) f_B"})
     g = sns.relplot(data=long, x="width", y="cosine", hue="form", style="weight decay", col="layer", kind="line",
                     marker="o", errorbar=("pi", 100), height=3, aspect=1.1)
-    return _facet_widths(g, "mean cos(f_l(θ_½), target)", "LEWC vs LLFC at λ = ½ (no permutation)")
+    return _facet_widths(g, "mean cos(f_l(θ_λ), target)", f"LEWC vs LLFC, {where} (no permutation)")
 
 
 def cross_ratio_vs_width(lm: pd.DataFrame):
@@ -297,16 +313,17 @@ def rank_vs_width(lm: pd.DataFrame):
 
 def weight_decay_comparison(barriers: pd.DataFrame, lm: pd.DataFrame, definition: str = "entezari",
                             split: str = "test"):
-    """Default vs weak weight decay: error barrier, LEWC cosine (λ = ½, layers ≥ 2) and relative rank vs width."""
+    """Default vs weak weight decay: error barrier, LEWC cosine (interior λ ≠ ½, layers ≥ 2) and relative rank."""
     b = barriers[(barriers.definition == definition) & (barriers.split == split) & (barriers.metric == "error")
                  & ~barriers.calibrated & (barriers.method == "identity")]
     m = _at_half(lm)
     if b.empty and m.empty:
         return _empty("default vs weak weight decay")
-    deep = m[m.layer >= 2] if len(m) and m.layer.max() >= 2 else m
+    lewc, where = _off_half(lm)
+    deep = lewc[lewc.layer >= 2] if len(lewc) and lewc.layer.max() >= 2 else lewc
     m = m.assign(erank=(m.erank_rel_a + m.erank_rel_b) / 2)
     panels = [(_with_wd(b) if len(b) else b, "value", f"{definition} error barrier ({split})"),
-              (_with_wd(deep) if len(deep) else deep, "lewc_cos", "LEWC cos at λ = ½ (layers ≥ 2)"),
+              (_with_wd(deep) if len(deep) else deep, "lewc_cos", f"LEWC cos ({where}, layers ≥ 2)"),
               (_with_wd(m) if len(m) else m, "erank", "effective rank / min dim")]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
     for ax, (df, y, label) in zip(axes, panels):

@@ -5,6 +5,7 @@ Python and testable without Snakemake.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import platform
 import sys
@@ -208,16 +209,18 @@ def _ident_imports():
     return ident, analysis_params, ident_point_columns
 
 
-def run_identifiability_pair(point: Point, seed_a: int, seed_b: int, ckpts: list, run_rows: list, data_path: str,
-                             out_matching: str, out_lmc: str, device: str = "auto", log=print) -> None:
-    """Activation-matching objective per hidden layer, and unaligned vs aligned LMC on effective weights.
+def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_path: str, out_matching: str,
+                              out_lmc: str, device: str = "auto", log=print) -> None:
+    """For every seed pair of a point: activation-matching objective per hidden layer, and unaligned vs
+    aligned LMC on effective weights. ``ckpts`` / ``run_rows``: seed -> checkpoint / run-row path.
 
     Correlations use the first ``analysis.n_samples`` training inputs. The aligned path
     permutes B by activation matching (``lmcflow.alignment.align``) and interpolates the
     *effective* weights (``symmetry.effective_state_dict``: W_eff = D⊙W + (1−D)⊙F, masks 1,
     offsets 0), so a W-asymmetric B is permuted as a whole and stays the same function.
     The unaligned path interpolates the effective weights too (identical to interpolating
-    the raw weights, since both models share masks and offsets).
+    the raw weights, since both models share masks and offsets). One job per point (not per
+    pair): on a CPU the per-job start-up costs more than a pair's analysis.
     """
     from lmcflow.alignment import align, apply_permutation, permutation_spec
     from lmcflow.symmetry import effective_state_dict
@@ -226,62 +229,73 @@ def run_identifiability_pair(point: Point, seed_a: int, seed_b: int, ckpts: list
     a = analysis_params(point)
     dev = resolve_device(device)
     data = load_dataset(data_path).to(dev)
-    model_a, _ = load_checkpoint(ckpts[0], run_rows[0], dev)
-    model_b, _ = load_checkpoint(ckpts[1], run_rows[1], dev)
+    models = {int(s): load_checkpoint(ckpts[s], run_rows[s], dev)[0] for s in ckpts}
     x = data.x["train"][: int(a["n_samples"])]
-    base = {**ident_point_columns(point, data.meta), "seed_a": seed_a, "seed_b": seed_b}
-    t0 = time.perf_counter()
-    layers = ident.activation_matching_rows(model_a, model_b, x, n_random=int(a["n_random"]),
-                                            seed=f"{seed_a}-{seed_b}")
-    write_table(out_matching, "identifiability", [{**base, "n_samples": len(x), **r} for r in layers])
-    for r in layers:
-        log(f"[identifiability] layer {r['layer']}: optimal={r['optimal']:.4f} identity={r['identity']:.4f} "
-            f"random={r['random_mean']:.4f} normalized={r['identity_normalized']:.3f}")
-    perms, info = align("activation_matching", model_a, model_b, x)
-    eff_a, eff_b = effective_state_dict(model_a), effective_state_dict(model_b)
-    eff_b_aligned = apply_permutation(permutation_spec(model_b), eff_b, perms)
     lambdas = lambda_grid(int(point.merge.get("lambdas", 11)))
-    n_units = sum(r["n_units"] for r in layers)
-    objective = {"identity": sum(r["identity"] * r["n_units"] for r in layers) / max(1, n_units),
-                 "activation_matching": float(info["objective"])}
-    out, ends = [], {}
-    for method, sd_b in (("identity", eff_b), ("activation_matching", eff_b_aligned)):
-        path = evaluate_path(model_a, eff_a, sd_b, data, lambdas, train_eval_size=point.merge.get("train_eval_size"),
-                             bn_reset_size=point.merge.get("bn_reset_size"), log=log)
-        ends[method] = [r["loss"] for r in path if r["lam"] == 1.0]
-        for split in ("train", "test"):
-            row = ident.lmc_summary_row(path, split)
-            out.append({**base, "method": method, "matching_objective": objective[method], **row})
-            log(f"[identifiability] {method} {split}: error barrier (entezari)={row['error_barrier_entezari']:.4f} "
-                f"loss barrier={row['loss_barrier_entezari']:.4f} rel. acc barrier={row['relative_accuracy_barrier']:.4f}")
-    # The permuted B is the same function as B: its endpoint losses must agree.
-    diff = max(abs(u - v) for u, v in zip(ends["identity"], ends["activation_matching"]))
-    if diff > 1e-4 * max(1.0, max(abs(v) for v in ends["identity"])):
-        raise RuntimeError(f"the activation-matching permutation changed model B's function (endpoint loss "
-                           f"differs by {diff:.3g}); the permutation spec misses a tensor")
-    write_table(out_lmc, "identifiability_lmc", out)
-    log(f"[identifiability] {point.study}/{point.point} pair ({seed_a},{seed_b}) done in "
-        f"{time.perf_counter() - t0:.1f}s")
+    matching, lmc = [], []
+    for seed_a, seed_b in point.pairs:
+        t0 = time.perf_counter()
+        model_a, model_b = models[seed_a], models[seed_b]
+        base = {**ident_point_columns(point, data.meta), "seed_a": seed_a, "seed_b": seed_b}
+        layers = ident.activation_matching_rows(model_a, model_b, x, n_random=int(a["n_random"]),
+                                                seed=f"{seed_a}-{seed_b}")
+        matching += [{**base, "n_samples": len(x), **r} for r in layers]
+        for r in layers:
+            log(f"[identifiability] pair ({seed_a},{seed_b}) layer {r['layer']}: optimal={r['optimal']:.4f} "
+                f"identity={r['identity']:.4f} random={r['random_mean']:.4f} normalized={r['identity_normalized']:.3f}")
+        perms, info = align("activation_matching", model_a, model_b, x)
+        eff_a, eff_b = effective_state_dict(model_a), effective_state_dict(model_b)
+        eff_b_aligned = apply_permutation(permutation_spec(model_b), eff_b, perms)
+        n_units = sum(r["n_units"] for r in layers)
+        objective = {"identity": sum(r["identity"] * r["n_units"] for r in layers) / max(1, n_units),
+                     "activation_matching": float(info["objective"])}
+        ends = {}
+        net = copy.deepcopy(model_a)  # evaluate_path loads every θ(λ) into it
+        for method, sd_b in (("identity", eff_b), ("activation_matching", eff_b_aligned)):
+            path = evaluate_path(net, eff_a, sd_b, data, lambdas, train_eval_size=point.merge.get("train_eval_size"),
+                                 bn_reset_size=point.merge.get("bn_reset_size"), log=lambda m: None)
+            ends[method] = [r["loss"] for r in path if r["lam"] == 1.0]
+            for split in ("train", "test"):
+                row = ident.lmc_summary_row(path, split)
+                lmc.append({**base, "method": method, "matching_objective": objective[method], **row})
+                log(f"[identifiability] pair ({seed_a},{seed_b}) {method} {split}: error barrier (entezari)="
+                    f"{row['error_barrier_entezari']:.4f} loss barrier={row['loss_barrier_entezari']:.4f} "
+                    f"rel. acc barrier={row['relative_accuracy_barrier']:.4f}")
+        # The permuted B is the same function as B: its endpoint losses must agree.
+        diff = max(abs(u - v) for u, v in zip(ends["identity"], ends["activation_matching"]))
+        if diff > 1e-4 * max(1.0, max(abs(v) for v in ends["identity"])):
+            raise RuntimeError(f"the activation-matching permutation changed model B's function (endpoint loss "
+                               f"differs by {diff:.3g}); the permutation spec misses a tensor")
+        log(f"[identifiability] {point.study}/{point.point} pair ({seed_a},{seed_b}) done in "
+            f"{time.perf_counter() - t0:.1f}s")
+    write_table(out_matching, "identifiability", matching)
+    write_table(out_lmc, "identifiability_lmc", lmc)
 
 
-def run_swap_costs(point: Point, seed: int, ckpt: str, run_row: str, data_path: str, out_summary: str,
+def run_swap_costs(point: Point, ckpts: dict, run_rows: dict, data_path: str, out_summary: str,
                    out_matrix: str, device: str = "auto", log=print) -> None:
-    """Realization / swap costs of every hidden weight layer of one model (``identifiability.swap_cost_analysis``)."""
+    """Realization / swap costs of every hidden weight layer of each model of a point
+    (``identifiability.swap_cost_analysis``); ``ckpts`` / ``run_rows``: seed -> path."""
     ident, analysis_params, ident_point_columns = _ident_imports()
     a = analysis_params(point)
     dev = resolve_device(device)
     data = load_dataset(data_path).to(dev)
-    model, _ = load_checkpoint(ckpt, run_row, dev)
     x = data.x["train"][: int(a["n_samples"])]
-    rows, mats = ident.swap_cost_analysis(model, x, var_threshold=float(a["var_threshold"]),
-                                          max_samples=int(a["n_samples"]))
-    base = {**ident_point_columns(point, data.meta), "seed": seed}
-    write_table(out_summary, "swap_costs", [{**base, **r} for r in rows])
-    write_table(out_matrix, "swap_matrix", [{**base, **r} for name, t in mats.items()
-                                            for r in ident.swap_cost_long(t, name, int(a["heatmap_units"]))])
-    for r in rows:
-        log(f"[swap] {point.study}/{point.point} seed={seed} {r['layer']}: k={r['k']} median={r['swap_median']:.4g} "
-            f"frac_negative={r['swap_frac_negative']:.3f} relative={r['swap_median_relative']:.4g}")
+    summary, matrix = [], []
+    for seed in sorted(ckpts, key=int):
+        model, _ = load_checkpoint(ckpts[seed], run_rows[seed], dev)
+        rows, mats = ident.swap_cost_analysis(model, x, var_threshold=float(a["var_threshold"]),
+                                              max_samples=int(a["n_samples"]))
+        base = {**ident_point_columns(point, data.meta), "seed": int(seed)}
+        summary += [{**base, **r} for r in rows]
+        matrix += [{**base, **r} for name, t in mats.items()
+                   for r in ident.swap_cost_long(t, name, int(a["heatmap_units"]))]
+        for r in rows:
+            log(f"[swap] {point.study}/{point.point} seed={seed} {r['layer']}: k={r['k']} "
+                f"median={r['swap_median']:.4g} frac_negative={r['swap_frac_negative']:.3f} "
+                f"relative={r['swap_median_relative']:.4g}")
+    write_table(out_summary, "swap_costs", summary)
+    write_table(out_matrix, "swap_matrix", matrix)
 
 
 def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict, out: str, log=print) -> None:
@@ -430,10 +444,11 @@ def run_mechanism(point: Point, method: str, seed_a: int, seed_b: int, ckpts: li
     """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of one
     (aligned) seed pair, per hidden layer on the λ grid (``lmcflow.mechanism.layer_metrics``).
 
+    λ: ``analysis.mechanism.lambdas`` (paper convention, weight on θ_A) or the merge λ grid.
     Inputs: the first ``analysis.mechanism.samples`` test examples; BatchNorm statistics of every
     θ_λ are re-estimated on training data (``merge.bn_reset_size``) when the model has BatchNorm.
     """
-    from lmcflow.config import mechanism_params
+    from lmcflow.config import mechanism_lambdas, mechanism_params
     from lmcflow.mechanism import layer_metrics
     from lmcflow.models import has_batchnorm
 
@@ -446,7 +461,7 @@ def run_mechanism(point: Point, method: str, seed_a: int, seed_b: int, ckpts: li
     x = data.x["test"][: int(mp["samples"])] if mp["samples"] else data.x["test"]
     bn = point.merge.get("bn_reset_size")
     x_bn = (data.x["train"][:bn] if bn else data.x["train"]) if has_batchnorm(model_a) else None
-    lambdas = lambda_grid(int(point.merge.get("lambdas", 11)))
+    lambdas = mechanism_lambdas(point)  # layer_metrics holds one model per λ in memory
     rows = layer_metrics(model_a, model_b, x, lambdas, batch_size=int(mp["batch_size"]), x_bn=x_bn,
                          energy=float(mp["energy"]), active_threshold=float(mp["active_threshold"]))
     base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,

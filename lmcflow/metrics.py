@@ -15,7 +15,6 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy.optimize import minimize_scalar
 
 BARRIER_DEFINITIONS = ("midpoint", "max_minus_mean", "entezari")
 
@@ -59,6 +58,8 @@ def fit_inverse_temperature(logits: torch.Tensor, y: torch.Tensor,
     CE(β z) is convex in β, so a bounded 1-D search over log β finds the global
     optimum; logits are computed once by the caller and reused.
     """
+    from scipy.optimize import minimize_scalar  # lazy: scipy costs ~0.6 s of every job's start-up
+
     z = logits.detach().double()
     res = minimize_scalar(lambda t: F.cross_entropy(z * math.exp(t), y).item(),
                           bounds=log_bounds, method="bounded", options={"xatol": 1e-7})

@@ -53,6 +53,29 @@ BAD = {
     "too few seeds for a claim": (lambda c: c["studies"]["width"].update(seeds=[0, 1]), ConfigError, "seed pairs"),
     "even λ grid": (lambda c: c["defaults"]["merge"].update(lambdas=4), ConfigError, "merge.lambdas"),
     "duplicate seeds": (lambda c: c["studies"]["width"].update(seeds=[0, 0, 1]), ConfigError, "distinct"),
+    # alignment and mechanism (issue 3)
+    "unknown merge method": (lambda c: c["studies"]["width"]["merge"].update(methods=["identity", "git_rebasin"]), jsonschema.ValidationError, "git_rebasin"),
+    "alignment.at names no setting": (lambda c: c["studies"]["width"]["merge"]["alignment"].update(at={"model.widht": [1.0]}), ConfigError, "model.widht"),
+    "alignment.at matches no point": (lambda c: c["studies"]["width"]["merge"]["alignment"].update(at={"model.width": [3.0]}), ConfigError, "matches no point"),
+    "mechanism method not merged": (lambda c: (c["studies"]["width"]["merge"].update(methods=["identity"]), c["studies"]["width"]["analysis"]["mechanism"].update(methods=["identity", "activation_matching"])), ConfigError, "analysis.mechanism.methods"),
+    "unknown mechanism key": (lambda c: c["studies"]["width"]["analysis"]["mechanism"].update(n_samples=100), jsonschema.ValidationError, "n_samples"),
+    "mechanism λ without ½": (lambda c: c["studies"]["width"]["analysis"]["mechanism"].update(lambdas=[0.0, 0.25, 1.0]), ConfigError, "λ = 0.5"),
+    "claim arm not trained": (lambda c: c["claims"]["weight-decay"].update(weak_weight_decay=1e-5), ConfigError, "weak_weight_decay"),
+    "claim method not aligned there": (lambda c: c["studies"]["width"]["merge"]["alignment"].update(at={"model.width": [1.0]}), ConfigError, "narrowest"),
+    # identifiability paper (issue 4)
+    "unknown symmetry key": (lambda c: c["defaults"]["model"]["symmetry"].update(sigma=1.0), jsonschema.ValidationError, "sigma"),
+    "n_fixed fraction above 1": (lambda c: c["defaults"]["model"].update(symmetry={"kind": "w_asymmetric", "n_fixed": 1.5}), jsonschema.ValidationError, "1.5"),
+    "unknown mask_type": (lambda c: c["defaults"]["model"].update(symmetry={"kind": "w_asymmetric", "mask_type": "dense"}), jsonschema.ValidationError, "dense"),
+    "per-layer list too short": (lambda c: c["defaults"]["model"].update(symmetry={"kind": "w_asymmetric", "sigma_f_scale": [1.0, 0.5]}), ConfigError, "model.symmetry.sigma_f_scale"),
+    "negative sigma_f in sweep": (lambda c: c["studies"]["width"]["sweep"].update({"model.symmetry.sigma_f": [0.0, -1.0]}), ConfigError, "sigma_f"),
+    "unknown analysis key": (lambda c: c["studies"]["width"]["analysis"].update(swapcosts=True), jsonschema.ValidationError, "swapcosts"),
+    "unknown synthetic parameter": (lambda c: c["data"].update(synthetic={"gs": {"generator": "gaussian_subspace", "dims": 3}}), jsonschema.ValidationError, "dims"),
+    "synthetic k above d": (lambda c: c["data"].update(synthetic={"gs": {"generator": "gaussian_subspace", "k": 70, "d": 64}}), ConfigError, "data.synthetic.gs.k"),
+    "coherence m above d/2": (lambda c: c["data"].update(synthetic={"coh": {"generator": "coherence", "m": 11, "d": 20}}), ConfigError, "data.synthetic.coh.m"),
+    "subset of a non-torchvision base": (lambda c: c["data"].update(subsets={"fm": {"base": "imagenet", "n_train": 10}}), jsonschema.ValidationError, "imagenet"),
+    "sum_relu on a classification dataset": (lambda c: c["defaults"]["model"].update(arch="sum_relu"), ConfigError, "sum_relu"),
+    "identifiability claim without a σ_F sweep": (lambda c: c["claims"].update({"sigma-f-identity": {"study": "width"}}), ConfigError, "model.symmetry.sigma_f"),
+    "identifiability claim parameter unknown": (lambda c: (c["studies"]["width"]["sweep"].update({"model.symmetry.sigma_f": [0.0, 1.0]}), c["defaults"]["model"].update(symmetry={"kind": "w_asymmetric", "sigma_f": 1.0}), c["studies"]["width"]["analysis"].update(identifiability=True), c["claims"].update({"sigma-f-identity": {"study": "width", "threshold": 0.5}})), ConfigError, "threshold"),
 }
 
 

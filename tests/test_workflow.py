@@ -14,6 +14,8 @@ TINY = REPO / "tests/configs/tiny.yaml"
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
+CLAIM_IDS = ("width-merge-accuracy", "temperature-calibration", "lewc", "weak-additivity", "reciprocal-orthogonality",
+             "low-rank", "weight-decay", "weight-matching-no-gain", "random-permutation")
 
 
 def snakemake(workdir, *args, timeout=900):
@@ -28,6 +30,9 @@ def test_claim_target_builds_only_what_it_needs(tmp_path):
     out = snakemake(tmp_path, "-n", "results/claims/width-merge-accuracy.json")
     assert "rule train" in out and "rule interpolate" in out
     assert "width_figures" not in out and "result_table" not in out and "claims_table" not in out
+    # a mechanism claim needs the unaligned pairs' layer metrics only: no alignment, no interpolation
+    out = snakemake(tmp_path, "-n", "results/claims/lewc.json")
+    assert "rule mechanism" in out and "rule align" not in out and "rule interpolate" not in out
 
 
 @pytest.fixture(scope="module")
@@ -38,33 +43,69 @@ def workflow_run(tmp_path_factory):
 
 
 def test_tables_have_declared_schemas(workflow_run):
-    for kind in ("runs", "interpolation", "barriers", "claims"):
+    for kind in ("runs", "interpolation", "barriers", "claims", "alignment", "layer_metrics"):
         df = pd.read_parquet(workflow_run / f"results/tables/{kind}.parquet")
         assert list(df.columns) == [c for c, _ in TABLES[kind]], kind
         assert len(df) > 0
     runs = pd.read_parquet(workflow_run / "results/tables/runs.parquet")
-    assert len(runs) == 6 and set(runs.width) == {0.25, 1.0} and runs.checkpoint_sha256.str.len().eq(64).all()
+    assert len(runs) == 12 and set(runs.width) == {0.25, 1.0} and runs.checkpoint_sha256.str.len().eq(64).all()
+    assert set(runs.weight_decay) == {3e-3, 1e-4}
     assert (runs.test_acc > 0.5).all()  # one epoch on real Fashion-MNIST already learns
     interp = pd.read_parquet(workflow_run / "results/tables/interpolation.parquet")
-    # 2 widths × 3 pairs × 3 λ × 2 splits
-    assert len(interp) == 36 and set(interp.lam) == {0.0, 0.5, 1.0}
-    # λ=0 and λ=1 are the endpoint models: their test loss equals the run's test loss.
-    ends = interp[(interp.split == "test") & (interp.lam == 0)].merge(
-        runs, left_on=["width", "seed_a"], right_on=["width", "seed"])
-    assert (ends.loss - ends.test_loss).abs().max() < 1e-5
+    # identity: 2 widths × 2 weight decays × 3 pairs × 3 λ × 2 splits; the three aligned methods only
+    # at the default weight decay (merge.alignment.at): 2 widths × 3 pairs × 3 λ × 2 splits each
+    assert interp.groupby("method").size().to_dict() == {"identity": 72, "weight_matching": 36,
+                                                         "activation_matching": 36, "random_permutation": 36}
+    assert set(interp.lam) == {0.0, 0.5, 1.0}
+    assert set(interp[interp.method != "identity"].weight_decay) == {3e-3}
+    # λ=0 and λ=1 are the endpoint models: their test loss equals the run's test loss, for every method
+    # (the permutations of B preserve its function).
+    keys = ["width", "weight_decay"]
+    for lam, seed in ((0, "seed_a"), (1, "seed_b")):
+        ends = interp[(interp.split == "test") & (interp.lam == lam)].merge(
+            runs, left_on=keys + [seed], right_on=keys + ["seed"])
+        assert len(ends) == 30 and (ends.loss - ends.test_loss).abs().max() < 1e-4
     barriers = pd.read_parquet(workflow_run / "results/tables/barriers.parquet")
     assert set(barriers.definition) == {"midpoint", "max_minus_mean", "entezari"}
+    pairs = barriers[(barriers.metric == "error") & (barriers.definition == "entezari") & ~barriers.calibrated
+                     & (barriers.split == "test")].groupby("method").size().to_dict()
+    assert pairs == {"identity": 12, "weight_matching": 6, "activation_matching": 6, "random_permutation": 6}
+
+
+def test_alignment_and_layer_metrics_tables(workflow_run):
+    align = pd.read_parquet(workflow_run / "results/tables/alignment.parquet")
+    assert len(align) == 18 and set(align.weight_decay) == {3e-3}
+    assert align.groupby("method").size().to_dict() == {"weight_matching": 6, "activation_matching": 6,
+                                                        "random_permutation": 6}
+    assert align.permutation_sha256.str.len().eq(64).all() and not align.dense_form.any()
+    assert all((workflow_run / f).stat().st_size > 0 for f in align.permutation_file)
+    wm = align[align.method == "weight_matching"]
+    assert (wm.objective >= wm.objective_identity).all() and (wm.iterations >= 1).all()
+    am = align[align.method == "activation_matching"]
+    assert am.objective.between(0, 1).all() and (am.n_samples == 1000).all()
+    lm = pd.read_parquet(workflow_run / "results/tables/layer_metrics.parquet")
+    # 4 points × 3 pairs × 2 hidden layers × 4 λ (analysis.mechanism.lambdas), unaligned pairs only
+    assert len(lm) == 96 and set(lm.method) == {"identity"} and set(lm.layer) == {1, 2}
+    assert ((lm.lam_paper + lm.lam_path) == 1).all()
+    ends = lm[lm.lam_paper.isin([0.0, 1.0])]  # θ_λ is an endpoint model: both cosines are exactly 1
+    assert (ends.lewc_cos - 1).abs().max() < 1e-6 and (ends.llfc_cos - 1).abs().max() < 1e-6
+    mid = lm[lm.lam_paper == 0.5]
+    assert mid.lewc_cos.between(-1, 1).all() and (mid.weak_additivity_gaussian - 0.9304).abs().max() < 1e-3
+    assert (mid[mid.layer == 1].cross_ratio_a == 1).all() and mid.erank_rel_a.between(0, 1).all()
 
 
 def test_claim_json_and_figures(workflow_run):
-    for cid in ("width-merge-accuracy", "temperature-calibration"):
+    for cid in CLAIM_IDS:
         res = json.loads((workflow_run / f"results/claims/{cid}.json").read_text())
         assert res["verdict"] in {"supported", "not_supported", "inconclusive"}
-        assert res["n_pairs"] == 3 and res["ci_low"] <= res["statistic"] <= res["ci_high"]
-        assert res["scale"]["widths"] == [0.25, 1.0]
+        assert res["reason"] == "", (cid, res["reason"])  # decided from data, not for lack of it
+        assert res["n_pairs"] == 3 and res["ci_low"] <= res["statistic"] <= res["ci_high"], cid
+        assert res["scale"]["widths"] == [0.25, 1.0] and res["scale"]["weight_decays"] == [1e-4, 3e-3]
     claims = pd.read_parquet(workflow_run / "results/tables/claims.parquet")
-    assert sorted(claims.claim_id) == ["temperature-calibration", "width-merge-accuracy"]
-    for name in ("barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated"):
+    assert sorted(claims.claim_id) == sorted(CLAIM_IDS)
+    for name in ("barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated",
+                 "method_barrier_vs_width", "lewc_vs_width", "cross_ratio_vs_width", "rank_vs_width",
+                 "weight_decay_comparison"):
         for ext in ("png", "pdf"):
             assert (workflow_run / f"results/figures/width/{name}.{ext}").stat().st_size > 1000
 

@@ -16,7 +16,7 @@
 #
 # Environment knobs:
 #   LMCFLOW_SLURM_DIR            state dir                      (/tmp/lmcflow-slurm)
-#   LMCFLOW_SLURM_START_TIMEOUT  seconds to wait for idle node  (60)
+#   LMCFLOW_SLURM_IDLE_TIMEOUT   seconds to wait for idle node  (60)
 #   LMCFLOW_SLURM_CTLD_PORT      slurmctld port                 (6817)
 #   LMCFLOW_SLURM_SLURMD_PORT    slurmd port                    (6818)
 #   LMCFLOW_SLURM_SMOKE          1 = run srun/sbatch smoke test (1)
@@ -27,7 +27,7 @@
 set -euo pipefail
 
 STATE=${LMCFLOW_SLURM_DIR:-/tmp/lmcflow-slurm}
-START_TIMEOUT=${LMCFLOW_SLURM_START_TIMEOUT:-60}
+IDLE_TIMEOUT=${LMCFLOW_SLURM_IDLE_TIMEOUT:-60}
 CTLD_PORT=${LMCFLOW_SLURM_CTLD_PORT:-6817}
 SLURMD_PORT=${LMCFLOW_SLURM_SLURMD_PORT:-6818}
 SMOKE=${LMCFLOW_SLURM_SMOKE:-1}
@@ -36,23 +36,24 @@ PARTITION=debug
 PACKAGES=(slurmctld slurmd slurm-client munge)
 
 log() { printf '[start_cluster %(%H:%M:%S)T] %s\n' -1 "$*"; }
+STARTED=0  # daemon logs are only worth printing once this run started daemons
 die() {
     printf '[start_cluster] ERROR: %s\n' "$*" >&2
-    dump_logs >&2
+    ((STARTED)) && dump_logs >&2
     exit 1
 }
 dump_logs() {
     local f
     for f in "$STATE"/log/*.log "$STATE"/log/*.out /var/log/munge/munged.log; do
         [[ -s $f ]] || continue
-        echo "----- tail -n 40 $f -----"
-        tail -n 40 "$f"
+        echo "----- $f (last 40 lines, PMIx plugin noise removed) -----"
+        grep -v -e pmix -e 'MPI: Cannot create context' "$f" | tail -n 40
     done
 }
 
 if [[ $EUID -ne 0 ]]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-        exec sudo -n --preserve-env=LMCFLOW_SLURM_DIR,LMCFLOW_SLURM_START_TIMEOUT,LMCFLOW_SLURM_CTLD_PORT,LMCFLOW_SLURM_SLURMD_PORT,LMCFLOW_SLURM_SMOKE "$0" "$@"
+        exec sudo -n --preserve-env=LMCFLOW_SLURM_DIR,LMCFLOW_SLURM_IDLE_TIMEOUT,LMCFLOW_SLURM_CTLD_PORT,LMCFLOW_SLURM_SLURMD_PORT,LMCFLOW_SLURM_SMOKE,LMCFLOW_SLURM_MIN_JOB_AGE "$0" "$@"
     fi
     echo "[start_cluster] ERROR: must run as root (or with passwordless sudo)" >&2
     exit 1
@@ -75,6 +76,13 @@ fi
 if [[ -s $STATE/pids ]]; then
     log "stale/partial cluster found in $STATE; stopping it first"
     "$(dirname "$0")/stop_cluster.sh" || true
+fi
+
+# The daemons read $STATE/etc/slurm.conf, clients /etc/slurm/slurm.conf (a symlink to
+# it, see step 3): never clobber a real cluster's config.
+if [[ -e $ETC_CONF || -L $ETC_CONF ]] && [[ ! -L $ETC_CONF \
+    || ($(readlink "$ETC_CONF") != "$SLURM_CONF" && -e $ETC_CONF) ]]; then
+    die "$ETC_CONF exists and is not a link to $SLURM_CONF; refusing to overwrite a real SLURM config"
 fi
 
 # --- 1. packages ---------------------------------------------------------------------
@@ -101,6 +109,7 @@ mkdir -p "$STATE"/{etc,log,ctld,spool,run}
 : >"$STATE/pids"
 
 # --- 2. munge ------------------------------------------------------------------------
+STARTED=1
 install -d -o munge -g munge -m 0700 /etc/munge
 install -d -o munge -g munge -m 0755 /run/munge
 install -d -o munge -g munge -m 0700 /var/log/munge
@@ -183,14 +192,8 @@ EOF
 # Clients inside jobs cannot rely on $SLURM_CONF: the slurm-jobstep executor strips all
 # SLURM_* variables before its nested `srun`, which then only finds the default
 # /etc/slurm/slurm.conf. So point that at our file -- but never clobber a real config.
-if [[ -L $ETC_CONF && ($(readlink "$ETC_CONF") == "$SLURM_CONF" || ! -e $ETC_CONF) ]]; then
-    ln -sfn "$SLURM_CONF" "$ETC_CONF"   # ours, or dangling from an earlier test cluster
-elif [[ -e $ETC_CONF ]]; then
-    die "$ETC_CONF exists and is not our symlink; refusing to overwrite a real SLURM config"
-else
-    mkdir -p "$(dirname "$ETC_CONF")"
-    ln -s "$SLURM_CONF" "$ETC_CONF"
-fi
+mkdir -p "$(dirname "$ETC_CONF")"
+ln -sfn "$SLURM_CONF" "$ETC_CONF"
 log "wrote $SLURM_CONF (linked from $ETC_CONF)"
 
 # --- 4. daemons ----------------------------------------------------------------------
@@ -206,7 +209,7 @@ echo "slurmd $!" >>"$STATE/pids"
 log "started slurmctld (pid $(recorded_pid slurmctld)) and slurmd (pid $(recorded_pid slurmd))"
 
 # --- 5. wait for the node ------------------------------------------------------------
-deadline=$((SECONDS + START_TIMEOUT))
+deadline=$((SECONDS + IDLE_TIMEOUT))
 state=""
 while ((SECONDS < deadline)); do
     pid_alive "$(recorded_pid slurmctld)" || die "slurmctld exited during start-up"
@@ -215,7 +218,7 @@ while ((SECONDS < deadline)); do
     [[ $state == idle* ]] && break
     sleep 0.5
 done
-[[ $state == idle* ]] || die "node not idle within ${START_TIMEOUT}s (sinfo state: '${state:-no answer}')"
+[[ $state == idle* ]] || die "node not idle within ${IDLE_TIMEOUT}s (sinfo state: '${state:-no answer}')"
 log "node $HOST idle after $((SECONDS - T0)) s"
 
 if [[ $SMOKE == 1 ]]; then

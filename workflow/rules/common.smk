@@ -152,22 +152,21 @@ def table_studies(kind):
     return [s for s in STUDIES if analysis_points(s, IDENT_TABLE_FLAG[kind])]
 
 
-def ident_pair_file(study, point, a, b, kind):
-    return f"{WORK}/identifiability/{study}/{point}/pair-{a}-{b}.{kind}.parquet"
+def ident_point_file(study, point, kind):
+    """Per-point output of rule identifiability (all seed pairs) or swap_costs (all seeds)."""
+    return f"{WORK}/identifiability/{study}/{point}/{kind}.parquet"
 
 
-def swap_file(study, point, seed, kind):
-    return f"{WORK}/identifiability/{study}/{point}/seed-{seed}.{kind}.parquet"
+def point_models(wc):
+    """{seed: checkpoint} and {seed: run row} of every seed of a point, as named inputs."""
+    p = point_of(wc)
+    return {**{f"ckpt_{s}": model_file(wc.study, wc.point, s) for s in p.seeds},
+            **{f"row_{s}": run_row_file(wc.study, wc.point, s) for s in p.seeds}}
 
 
 def ident_study_inputs(study, kind):
     """Per-job files that a study's identifiability table concatenates."""
-    if kind in ("identifiability", "identifiability_lmc"):
-        return [ident_pair_file(study, p.point, a, b, kind)
-                for p in analysis_points(study, "identifiability") for a, b in p.pairs]
-    if kind in ("swap_costs", "swap_matrix"):
-        return [swap_file(study, p.point, s, kind) for p in analysis_points(study, "swap_costs") for s in p.seeds]
-    raise ValueError(kind)
+    return [ident_point_file(study, p.point, kind) for p in analysis_points(study, IDENT_TABLE_FLAG[kind])]
 
 
 IDENT_FIGURES = {"identifiability": ["objective_vs_sigma_f", "barrier_vs_sigma_f"],

@@ -51,19 +51,20 @@ rule result_table:
 # --------------------------------------------------------------------------- identifiability paper (issue 4)
 localrules:
     identifiability_study_table,
+    coherence_table,
 
 
-rule identifiability_pair:
-    """Activation-matching objective per hidden layer, and unaligned vs aligned LMC on effective weights."""
+rule identifiability:
+    """Every seed pair of a point: activation-matching objective per hidden layer, and unaligned vs aligned
+    (activation matching) LMC on the effective weights."""
     input:
+        unpack(point_models),
         data=lambda wc: data_file(point_of(wc).dataset),
-        ckpts=lambda wc: [model_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
-        rows=lambda wc: [run_row_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
     output:
-        matching=ident_pair_file("{study}", "{point}", "{seed_a}", "{seed_b}", "identifiability"),
-        lmc=ident_pair_file("{study}", "{point}", "{seed_a}", "{seed_b}", "identifiability_lmc"),
+        matching=ident_point_file("{study}", "{point}", "identifiability"),
+        lmc=ident_point_file("{study}", "{point}", "identifiability_lmc"),
     log:
-        f"{LOGS}/identifiability/{{study}}/{{point}}/pair-{{seed_a}}-{{seed_b}}.log",
+        f"{LOGS}/identifiability/{{study}}/{{point}}/identifiability.log",
     params:
         point=lambda wc: point_of(wc).to_dict(),
         device=config["device"],
@@ -73,20 +74,19 @@ rule identifiability_pair:
         runtime=point_resources("merge", "runtime", 30),
         gpu=point_resources("merge", "gpu", 0),
     script:
-        "../scripts/identifiability_pair.py"
+        "../scripts/identifiability.py"
 
 
 rule swap_costs:
-    """Realization and swap costs of every hidden weight layer of one trained model."""
+    """Realization and swap costs of every hidden weight layer of each trained model of a point."""
     input:
+        unpack(point_models),
         data=lambda wc: data_file(point_of(wc).dataset),
-        ckpt=lambda wc: model_file(wc.study, wc.point, wc.seed),
-        row=lambda wc: run_row_file(wc.study, wc.point, wc.seed),
     output:
-        summary=swap_file("{study}", "{point}", "{seed}", "swap_costs"),
-        matrix=swap_file("{study}", "{point}", "{seed}", "swap_matrix"),
+        summary=ident_point_file("{study}", "{point}", "swap_costs"),
+        matrix=ident_point_file("{study}", "{point}", "swap_matrix"),
     log:
-        f"{LOGS}/identifiability/{{study}}/{{point}}/seed-{{seed}}.swap.log",
+        f"{LOGS}/identifiability/{{study}}/{{point}}/swap_costs.log",
     params:
         point=lambda wc: point_of(wc).to_dict(),
         device=config["device"],

@@ -1,0 +1,60 @@
+"""Estimate GPU-hours of a config from counted FLOPs and an assumed sustained throughput.
+
+FLOPs of one forward pass are counted exactly with torch's FlopCounterMode on a batch of the point's
+input shape; training costs 3x forward (forward + backward) per example per epoch, plus the merge stage
+(11 λ points x forward over train + val + test, plus a BatchNorm pass for BN models) per pair and method.
+Throughput is an assumption you pass in (default 40 TFLOP/s sustained: ~30-40% of an A100/H100's dense
+bf16 peak, typical for these small models); the estimate scales inversely with it.
+
+    .venv/bin/python benchmarks/estimate_gpu_hours.py config/paper_width.yaml [--tflops 40]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+import yaml
+from torch.utils.flop_counter import FlopCounterMode
+
+from lmcflow.config import expand_points
+from lmcflow.data import TORCHVISION_DATASETS
+from lmcflow.models import ModelSpec, build_model
+
+TRAIN_SIZES = {"mnist": 55000, "fashion_mnist": 55000, "cifar10": 45000, "cifar100": 45000}
+EVAL_SIZES = {"mnist": 70000, "fashion_mnist": 70000, "cifar10": 60000, "cifar100": 60000}
+
+
+def forward_flops(spec: ModelSpec) -> float:
+    model = build_model(spec).eval()
+    x = torch.zeros(2, *spec.in_shape)
+    with FlopCounterMode(display=False) as fc, torch.no_grad():
+        model(x)
+    return fc.get_total_flops() / 2
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config")
+    ap.add_argument("--tflops", type=float, default=40.0, help="assumed sustained TFLOP/s per GPU")
+    args = ap.parse_args(argv)
+    cfg = yaml.safe_load(open(args.config))
+    total = {}
+    for (study, pid), p in expand_points(cfg).items():
+        ds = TORCHVISION_DATASETS.get(p.dataset)
+        if ds is None:
+            continue  # synthetic data: negligible
+        fields = {k: v for k, v in p.model.items() if k in ModelSpec.__dataclass_fields__}
+        spec = ModelSpec(in_shape=ds.in_shape, num_classes=ds.num_classes, **fields)
+        f = forward_flops(spec)
+        train = 3 * f * TRAIN_SIZES[p.dataset] * p.train["epochs"] * len(p.seeds)
+        merge = f * (EVAL_SIZES[p.dataset] + TRAIN_SIZES[p.dataset]) * p.merge["lambdas"] * len(p.pairs) * len(p.merge["methods"])
+        total[study] = total.get(study, 0.0) + train + merge
+    for study, flops in total.items():
+        print(f"{study:28s} {flops / 1e15:10.1f} PFLOP  ~{flops / (args.tflops * 1e12) / 3600:8.1f} GPU-hours")
+    s = sum(total.values())
+    print(f"{'total':28s} {s / 1e15:10.1f} PFLOP  ~{s / (args.tflops * 1e12) / 3600:8.1f} GPU-hours at {args.tflops:g} TFLOP/s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""Identifiability jobs (issue 4) without Snakemake: per-point analyses on tiny trained models, the claims
+on constructed tables, and the training-subset datasets."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lmcflow.claims import REGISTRY, evaluate_claim
+from lmcflow.config import Point
+from lmcflow.data import load_dataset, prepare_dataset, subset_indices
+from lmcflow.io import save_tensors
+from lmcflow.jobs import run_coherence_table, run_identifiability_point, run_merge, run_swap_costs, run_train
+from lmcflow.tables import IDENT_POINT_COLUMNS, TABLES, read_table, write_table
+
+TRAIN = {"optimizer": "adamw", "lr": 3e-3, "weight_decay": 0.0, "epochs": 2, "batch_size": 64,
+         "schedule": "cosine", "warmup_epochs": 0, "precision": "fp32", "checkpoint_every": 0}
+MERGE = {"lambdas": 3, "methods": ["identity"], "train_eval_size": None, "bn_reset_size": None}
+
+
+def _point(study, model, analysis, dataset="d", seeds=(0, 1)):
+    return Point(study=study, point="p", dataset=dataset, seeds=list(seeds), model=model, train=dict(TRAIN),
+                 merge=dict(MERGE), analysis=analysis)
+
+
+def _train_all(point, data_path, tmp_path):
+    ckpts, rows = {}, {}
+    for s in point.seeds:
+        ckpts[s], rows[s] = str(tmp_path / f"m{s}.safetensors"), str(tmp_path / f"m{s}.parquet")
+        run_train(point, s, str(data_path), ckpts[s], rows[s], device="cpu", log=lambda m: None)
+    return ckpts, rows
+
+
+@pytest.fixture(scope="module")
+def gs_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gs") / "gs.safetensors"
+    prepare_dataset("gs", {"val_size": 0, "split_seed": 0, "synthetic": {"gs": {
+        "generator": "gaussian_subspace", "classes": 4, "d": 12, "k": 3, "n_train": 300, "n_val": 100,
+        "n_test": 100}}}, path, "unused", log=lambda m: None)
+    return path
+
+
+MLP = {"arch": "mlp", "width": 1.0, "depth": 2, "base_width": 12, "bias": True, "norm": "layernorm",
+       "activation": "gelu", "symmetry": {"kind": "w_asymmetric", "sigma_f": 1.0, "n_fixed": 0.25}}
+
+
+def test_identifiability_point_mlp(gs_data, tmp_path):
+    point = _point("s", MLP, {"identifiability": True, "n_random": 5, "n_samples": 200}, seeds=(0, 1, 2))
+    ckpts, rows = _train_all(point, gs_data, tmp_path)
+    run_identifiability_point(point, ckpts, rows, str(gs_data), str(tmp_path / "m.parquet"),
+                              str(tmp_path / "l.parquet"), device="cpu", log=lambda m: None)
+    m = read_table(tmp_path / "m.parquet", "identifiability")
+    assert len(m) == 3 * 2 and set(m.layer) == {0, 1} and (m.n_samples == 200).all()
+    assert (m.optimal + 1e-6 >= m.identity).all() and (m.data_k == 3).all() and (m.n_fixed == "0.25").all()
+    lmc = read_table(tmp_path / "l.parquet", "identifiability_lmc")
+    assert len(lmc) == 3 * 2 * 2
+    # the aligned path starts at A and ends at (permuted) B: same endpoints as the unaligned one
+    wide = lmc.pivot_table(index=["seed_a", "seed_b", "split"], columns="method", values=["loss_a", "loss_b"])
+    assert np.allclose(wide["loss_a"]["identity"], wide["loss_a"]["activation_matching"], atol=1e-5)
+    assert np.allclose(wide["loss_b"]["identity"], wide["loss_b"]["activation_matching"], atol=1e-5)
+    assert (lmc.relative_accuracy_barrier <= 1e-12).all()
+    am = lmc[lmc.method == "activation_matching"].matching_objective
+    assert (am + 1e-6 >= lmc[lmc.method == "identity"].matching_objective.to_numpy()).all()
+
+
+def test_swap_costs_point(gs_data, tmp_path):
+    point = _point("s", MLP, {"swap_costs": True, "n_samples": 200, "heatmap_units": 5})
+    ckpts, rows = _train_all(point, gs_data, tmp_path)
+    run_swap_costs(point, ckpts, rows, str(gs_data), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
+                   device="cpu", log=lambda m: None)
+    s = read_table(tmp_path / "s.parquet", "swap_costs")
+    assert sorted(s.layer.unique()) == ["layers.0", "layers.1"] and len(s) == 4
+    assert (s.k[s.layer == "layers.0"] <= 3).all()  # the data span k = 3 dimensions
+    t = read_table(tmp_path / "t.parquet", "swap_matrix")
+    assert len(t) == 2 * 2 * 5 * 5
+    diag = t[t.i == t.j]
+    assert diag.swap_cost.abs().max() < 1e-9
+
+
+def test_identifiability_point_resnet20_groupnorm(tmp_path):
+    """Conv nets: the aligned path permutes W_eff of every conv and the GroupNorm(1) parameters."""
+    g = torch.Generator().manual_seed(0)
+    n = {"train": 96, "val": 32, "test": 32}
+    tensors = {}
+    for split, k in n.items():
+        tensors[f"x_{split}"] = torch.randn(k, 3, 8, 8, generator=g)
+        tensors[f"y_{split}"] = torch.randint(0, 3, (k,), generator=g)
+    data_path = tmp_path / "img.safetensors"
+    save_tensors(data_path, tensors, {"in_shape": [3, 8, 8], "num_classes": 3, "task": "classification"})
+    model = {"arch": "resnet20", "width": 0.25, "bias": True, "norm": "groupnorm", "norm_groups": 1,
+             "activation": "relu", "symmetry": {"kind": "w_asymmetric", "sigma_f": 0.5, "n_fixed": 0.125}}
+    point = _point("r", model, {"identifiability": True, "n_random": 3, "n_samples": 64, "swap_costs": True})
+    point.train["epochs"] = 1
+    ckpts, rows = _train_all(point, data_path, tmp_path)
+    run_identifiability_point(point, ckpts, rows, str(data_path), str(tmp_path / "m.parquet"),
+                              str(tmp_path / "l.parquet"), device="cpu", log=lambda m: None)
+    m = read_table(tmp_path / "m.parquet", "identifiability")
+    assert len(m) == 19  # stem + 2 features per block × 9 blocks
+    run_swap_costs(point, ckpts, rows, str(data_path), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
+                   device="cpu", log=lambda m: None)
+    assert len(read_table(tmp_path / "s.parquet", "swap_costs")) == 2 * 21  # 19 convs + 2 shortcuts
+
+
+def test_coherence_table_from_interpolation(tmp_path):
+    paths = {}
+    for m in (1, 5):
+        paths[f"c{m}"] = tmp_path / f"c{m}.safetensors"
+        prepare_dataset(f"c{m}", {"val_size": 0, "split_seed": 0, "synthetic": {f"c{m}": {
+            "generator": "coherence", "m": m, "d": 10, "n_train": 300, "n_val": 50, "n_test": 100}}},
+            paths[f"c{m}"], "unused", log=lambda msg: None)
+    model = {"arch": "sum_relu", "width": 1.0, "base_width": 8, "bias": True, "activation": "relu",
+             "symmetry": {"kind": "w_asymmetric", "sigma_f": 0.0, "mask_type": "bernoulli", "mask_density": 0.3}}
+    merges, points = [], []
+    for ds in paths:
+        p = _point("c", model, {"coherence": True, "n_samples": 200}, dataset=ds)
+        p.point = ds
+        (tmp_path / ds).mkdir()
+        ckpts, rows = _train_all(p, paths[ds], tmp_path / ds)
+        out = tmp_path / f"{ds}.merge.parquet"
+        run_merge(p, "identity", 0, 1, [ckpts[0], ckpts[1]], [rows[0], rows[1]], str(paths[ds]), str(out),
+                  device="cpu", log=lambda msg: None)
+        merges.append(read_table(out, "interpolation"))
+        points.append(p)
+    interp = tmp_path / "interp.parquet"
+    write_table(interp, "interpolation", pd.concat(merges, ignore_index=True))
+    run_coherence_table(points, str(interp), {k: str(v) for k, v in paths.items()}, str(tmp_path / "coh.parquet"),
+                        log=lambda msg: None)
+    coh = read_table(tmp_path / "coh.parquet", "coherence")
+    assert len(coh) == 2 * 2  # 2 points × 1 pair × 2 splits
+    assert np.allclose(sorted(coh.nu.unique()), [0.2, 1.0]) and np.allclose(coh.nu, coh.data_nu)
+    assert (coh.k == 2).all() and coh.regression_midpoint_barrier.notna().all()
+
+
+def test_subset_indices_seeded_and_sorted():
+    a, b = subset_indices(100, 10, 0), subset_indices(100, 10, 0)
+    assert torch.equal(a, b) and len(a.unique()) == 10 and torch.equal(a, a.sort().values)
+    assert not torch.equal(a, subset_indices(100, 10, 1))
+    with pytest.raises(ValueError, match="n_train"):
+        subset_indices(100, 101, 0)
+
+
+@pytest.mark.fmnist
+def test_fashion_mnist_subset_shares_val_and_test(tmp_path):
+    cfg = {"search_paths": ["/usr/share/datasets/fashion-mnist"], "download": False, "val_size": 5000,
+           "split_seed": 0, "subsets": {"fm1k": {"base": "fashion_mnist", "n_train": 1000}}}
+    prepare_dataset("fm1k", cfg, tmp_path / "fm1k.safetensors", tmp_path / "raw", log=lambda m: None)
+    d = load_dataset(tmp_path / "fm1k.safetensors")
+    assert {s: len(d.y[s]) for s in d.y} == {"train": 1000, "val": 5000, "test": 10000}
+    assert d.meta["base"] == "fashion_mnist" and abs(float(d.x["train"].mean())) < 1e-4
+
+
+# --------------------------------------------------------------------------- claims on constructed tables
+def _base_rows(n, **over):
+    row = {c: (0 if t in ("int64", "float64") else "") for c, t in IDENT_POINT_COLUMNS}
+    row.update(study="s", symmetry="w_asymmetric", **over)
+    return [dict(row) for _ in range(n)]
+
+
+PAIRS = [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3)]
+
+
+def _claim(cid, tables, **params):
+    res = evaluate_claim(cid, {"study": "s", **params}, tables, {})
+    assert res["verdict"] in {"supported", "not_supported", "inconclusive"}
+    return res
+
+
+def test_sigma_f_identity_claim():
+    rows = []
+    for k, (a, b) in enumerate(PAIRS):
+        for sigma, norm in ((0.0, 0.02 * (k % 3)), (1.0, 0.97 + 0.005 * k)):
+            for layer in (0, 1):
+                rows.append({**_base_rows(1, sigma_f=sigma)[0], "seed_a": a, "seed_b": b, "layer": layer,
+                             "optimal": 0.9, "identity": norm * 0.9, "random_mean": 0.0,
+                             "identity_normalized": norm})
+    df = pd.DataFrame(rows)
+    res = _claim("sigma-f-identity", {"identifiability": df})
+    assert res["verdict"] == "supported" and res["n_pairs"] == 6
+    assert _claim("sigma-f-identity", {"identifiability": df}, min_normalized_at_max=0.999)["verdict"] == "not_supported"
+
+
+def test_sigma_f_unaligned_barrier_claim():
+    rows = []
+    for k, (a, b) in enumerate(PAIRS):
+        for sigma, un, al in ((0.0, 0.4 + 0.01 * k, 0.05), (1.0, 0.01, 0.0)):
+            for method, v in (("identity", un), ("activation_matching", al)):
+                rows.append({**_base_rows(1, sigma_f=sigma)[0], "seed_a": a, "seed_b": b, "method": method,
+                             "split": "test", "error_barrier_entezari": v})
+    res = _claim("sigma-f-unaligned-barrier", {"identifiability_lmc": pd.DataFrame(rows)})
+    assert res["verdict"] == "supported" and res["statistic"] > 0.3
+    assert res["details"]["remaining_gap_ratio"] < 0.1
+
+
+def test_intrinsic_dimension_claim():
+    rows = []
+    rng = np.random.default_rng(0)
+    for seed in range(4):
+        for k in (2, 8, 32):
+            for sigma in (0.0, 1.0):
+                med = 0.5 * k if sigma else 1e-4 * rng.standard_normal()
+                rows.append({**_base_rows(1, sigma_f=sigma, data_k=k)[0], "seed": seed, "layer": "layers.0",
+                             "swap_median": med, "swap_median_relative": med / 10,
+                             "swap_frac_negative": 0.0 if sigma else 0.45})
+    res = _claim("intrinsic-dimension", {"swap_costs": pd.DataFrame(rows)})
+    assert res["verdict"] == "supported" and res["n_pairs"] == 4
+    assert res["details"]["k"] == [2, 8, 32]
+
+
+def test_subspace_coherence_claim():
+    rows = []
+    for k, (a, b) in enumerate(PAIRS):
+        for nu in (0.1, 0.2, 0.5, 1.0):
+            rows.append({**_base_rows(1)[0], "seed_a": a, "seed_b": b, "method": "identity", "split": "test",
+                         "nu": nu, "regression_midpoint_barrier": 0.3 * (1 - nu) + 0.01 * k})
+    res = _claim("subspace-coherence", {"coherence": pd.DataFrame(rows)})
+    assert res["verdict"] == "supported"
+    flipped = pd.DataFrame(rows).assign(regression_midpoint_barrier=lambda d: 0.3 * d.nu)
+    assert _claim("subspace-coherence", {"coherence": flipped})["verdict"] == "not_supported"
+
+
+def test_identifiability_tradeoff_claim():
+    rows = []
+    for seed in range(3):
+        rows.append({"symmetry": "standard", "sigma_f": 3.0, "seed": seed, "test_acc": 0.85 + 0.01 * seed})
+        rows.append({"symmetry": "w_asymmetric", "sigma_f": 3.0, "seed": seed, "test_acc": 0.7 + 0.01 * seed})
+    res = _claim("identifiability-tradeoff", {"runs": pd.DataFrame(rows)})
+    assert res["verdict"] == "supported" and abs(res["statistic"] - 0.15) < 1e-9 and res["n_pairs"] == 3
+
+
+def test_new_tables_lead_with_point_columns():
+    for kind in ("identifiability", "identifiability_lmc", "swap_costs", "swap_matrix", "coherence"):
+        assert TABLES[kind][:len(IDENT_POINT_COLUMNS)] == IDENT_POINT_COLUMNS
+    for cid in ("sigma-f-identity", "sigma-f-unaligned-barrier", "intrinsic-dimension", "subspace-coherence",
+                "identifiability-tradeoff"):
+        assert REGISTRY[cid].paper.startswith("Bürgin")

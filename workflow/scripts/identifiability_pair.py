@@ -1,9 +1,0 @@
-from lmcflow.config import Point
-from lmcflow.jobs import job_log, run_identifiability_pair, set_threads
-
-with job_log(snakemake.log[0]) as log:
-    set_threads(snakemake.threads)
-    wc = snakemake.wildcards
-    run_identifiability_pair(Point.from_dict(snakemake.params.point), int(wc.seed_a), int(wc.seed_b),
-                             list(snakemake.input.ckpts), list(snakemake.input.rows), snakemake.input.data,
-                             snakemake.output.matching, snakemake.output.lmc, device=snakemake.params.device, log=log)
