@@ -184,14 +184,21 @@ def swap_cost_vs_k(summary: pd.DataFrame):
     if summary.empty:
         return _empty("swap cost vs k")
     x = "data_k" if (summary.data_k >= 0).any() else "k"
-    df = summary.assign(sigma=summary.sigma_f.map(lambda v: f"{v:g}"))
-    long = df.melt(id_vars=[x, "sigma", "layer", "seed"], value_vars=["swap_median", "swap_frac_negative"],
-                   var_name="statistic", value_name="value")
-    g = sns.relplot(data=long, x=x, y="value", hue="sigma", style="layer", col="statistic", kind="line",
+    df = summary.assign(**{"σ_F": summary.sigma_f.map(lambda v: f"{v:g}")})
+    names = {"swap_median": "median swap cost", "swap_frac_negative": "fraction of negative swap costs"}
+    long = df.melt(id_vars=[x, "σ_F", "layer", "seed"], value_vars=list(names), var_name="statistic",
+                   value_name="value")
+    long["statistic"] = long["statistic"].map(names)
+    style = "layer" if long["layer"].nunique() > 1 else None
+    g = sns.relplot(data=long, x=x, y="value", hue="σ_F", style=style, col="statistic", kind="line",
                     marker="o", errorbar=("pi", 100), facet_kws={"sharey": False}, height=2.8, aspect=1.1)
     for ax in g.axes.flat:
         ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(long[x].unique()))
+        ax.set_xticklabels([f"{v:g}" for v in sorted(long[x].unique())])
+        ax.minorticks_off()
         ax.axhline(0, color="grey", lw=0.8)
+    g.set_titles("{col_name}")
     g.set_axis_labels("intrinsic dimension k of the data", "")
     g.figure.suptitle("Swap costs vs k (line: mean over seeds; band: min–max)", y=1.03)
     return g.figure
@@ -212,6 +219,7 @@ def barrier_vs_nu(coherence: pd.DataFrame, split: str = "test"):
     for ax in g.axes.flat:
         ax.set_xscale("log")
         ax.axhline(0, color="grey", lw=0.8)
+    g.set_titles("{col_name}")
     g.set_axis_labels("subspace coherence ν", f"midpoint barrier ({split})")
     g.figure.suptitle("Midpoint barrier vs ν (line: mean over pairs; band: min–max)", y=1.03)
     return g.figure
@@ -221,9 +229,18 @@ def barrier_vs_nu(coherence: pd.DataFrame, split: str = "test"):
 METHOD_ORDER = ("identity", "weight_matching", "activation_matching", "random_permutation")
 
 
-def _with_wd(df: pd.DataFrame) -> pd.DataFrame:
+def _wd_order(*frames) -> list[str]:
+    """Weight-decay labels, largest (the default) first, so every panel and figure uses one order and colour."""
+    vals = set()
+    for f in frames:
+        vals |= set(f.weight_decay) if len(f) else set()
+    return [f"{v:g}" for v in sorted(vals, reverse=True)]
+
+
+def _with_wd(df: pd.DataFrame, order: list | None = None) -> pd.DataFrame:
     df = df.copy()
-    df["weight decay"] = df.weight_decay.map(lambda v: f"{v:g}")
+    order = order or _wd_order(df)
+    df["weight decay"] = pd.Categorical(df.weight_decay.map(lambda v: f"{v:g}"), categories=order, ordered=True)
     return df
 
 
@@ -322,19 +339,22 @@ def weight_decay_comparison(barriers: pd.DataFrame, lm: pd.DataFrame, definition
     lewc, where = _off_half(lm)
     deep = lewc[lewc.layer >= 2] if len(lewc) and lewc.layer.max() >= 2 else lewc
     m = m.assign(erank=(m.erank_rel_a + m.erank_rel_b) / 2)
-    panels = [(_with_wd(b) if len(b) else b, "value", f"{definition} error barrier ({split})"),
-              (_with_wd(deep) if len(deep) else deep, "lewc_cos", f"LEWC cos ({where}, layers ≥ 2)"),
-              (_with_wd(m) if len(m) else m, "erank", "effective rank / min dim")]
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2))
-    for ax, (df, y, label) in zip(axes, panels):
+    order = _wd_order(b, m)
+    palette = dict(zip(order, sns.color_palette("colorblind", len(order))))
+    panels = [(b, "value", f"{definition} error barrier ({split})", "error barrier"),
+              (deep, "lewc_cos", "LEWC cosine", f"LEWC, layers ≥ 2, {where}"),
+              (m, "erank", "effective rank / min dim", "relative effective rank")]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    for ax, (df, y, label, title) in zip(axes, panels):
         if df.empty:
             ax.set_axis_off()
             continue
-        sns.lineplot(data=df, x="width", y=y, hue="weight decay", style="weight decay", marker="o",
-                     errorbar=("pi", 100), ax=ax, palette="colorblind")
+        sns.lineplot(data=_with_wd(df, order), x="width", y=y, hue="weight decay", style="weight decay",
+                     hue_order=order, style_order=order, marker="o", errorbar=("pi", 100), ax=ax, palette=palette)
         _width_axis(ax)
         ax.set_ylabel(label)
+        ax.set_title(title, fontsize=9)
     axes[0].axhline(0, color="grey", lw=0.8)
-    fig.suptitle("Default vs weak weight decay (no permutation; mean over pairs, band: min–max)", y=1.02)
+    fig.suptitle("Default vs weak weight decay (no permutation; mean over pairs, band: min–max)", y=1.03)
     fig.tight_layout()
     return fig
