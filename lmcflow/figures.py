@@ -44,13 +44,14 @@ def barrier_vs_width(barriers: pd.DataFrame, definition: str = "entezari", split
     df["metric"] = df["metric"].map({"error": "error barrier", "loss": "loss barrier"})
     style = "kind"
     if df.weight_decay.nunique() > 1:  # a weight-decay arm: line style tells the arms apart
-        df[style := "weight decay"] = df.weight_decay.map(lambda v: f"{v:g}")
+        df, style = _with_wd(df), "weight decay"
     g = sns.relplot(data=df, x="width", y="value", hue="kind", style=style, row="metric", col="method",
                     kind="line", marker="o", errorbar=("pi", 100), facet_kws={"sharey": "row"},
                     height=2.6, aspect=1.3)
     for ax in g.axes.flat:
         _width_axis(ax)
         ax.axhline(0, color="grey", lw=0.8)
+    g.set_titles(row_template="{row_name}", col_template="{col_name}")
     g.set_ylabels(f"{definition} barrier ({split})")
     g.figure.suptitle("Barrier vs width (line: mean over pairs; band: min–max)", y=1.02)
     return g.figure
@@ -64,10 +65,11 @@ def error_along_lambda(interp: pd.DataFrame, split: str = "test"):
     df["width"] = df["width"].map(lambda w: f"{w:g}")
     row = None
     if df.weight_decay.nunique() > 1:  # one row of panels per weight-decay arm
-        df[row := "weight decay"] = df.weight_decay.map(lambda v: f"{v:g}")
+        df, row = _with_wd(df), "weight decay"
     g = sns.relplot(data=df, x="lam", y="error", hue="width", col="method", row=row, kind="line", marker="o",
                     errorbar=("pi", 100), height=3, aspect=1.2, palette="viridis")
     g.set_axis_labels("λ  (θ = (1−λ)θ_A + λθ_B)", f"{split} error")
+    g.set_titles(row_template="weight decay {row_name}", col_template="{col_name}")
     return g.figure
 
 
