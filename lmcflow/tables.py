@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from lmcflow.config import Point
+from lmcflow.symmetry import check_symmetry
 from lmcflow.io import read_parquet, write_parquet
 from lmcflow.metrics import barriers
 
@@ -51,13 +52,15 @@ TABLES: dict[str, list[tuple[str, str]]] = {
 def point_columns(point: Point) -> dict:
     m, t = point.model, point.train
     sym = m.get("symmetry") or {}
+    # σ_F as the layers use it: symmetry-breaking kinds default to lmcflow.symmetry's σ_F, standard has none.
+    sigma_f = 0.0 if sym.get("kind", "standard") == "standard" else float(check_symmetry(sym)["sigma_f"])
     return {
         "study": point.study, "point": point.point, "dataset": point.dataset, "arch": m["arch"],
         "width": float(m["width"]), "depth": int(m.get("depth", 0)), "norm": m.get("norm", "none"),
         "activation": m.get("activation", "relu"), "weight_decay": float(t["weight_decay"]),
         "optimizer": t["optimizer"], "lr": float(t["lr"]), "epochs": int(t["epochs"]),
         "batch_size": int(t["batch_size"]), "symmetry": sym.get("kind", "standard"),
-        "sigma_f": float(sym.get("sigma_f", 0.0) or 0.0),
+        "sigma_f": sigma_f,
     }
 
 

@@ -107,3 +107,15 @@ def test_snakemake_reports_bad_config_before_any_job(tmp_path):
     assert res.returncode != 0
     assert "Invalid config" in out and "model.width" in out
     assert "Traceback" not in out
+
+
+def test_point_columns_report_the_sigma_f_the_layers_use():
+    from lmcflow.config import Point
+    from lmcflow.symmetry import check_symmetry
+    from lmcflow.tables import point_columns
+
+    train = {"weight_decay": 0.0, "optimizer": "sgd", "lr": 0.1, "epochs": 1, "batch_size": 8}
+    masked = Point("s", "p", "d", [0], {"arch": "mlp", "width": 1.0, "symmetry": {"kind": "w_asymmetric"}}, train, {})
+    assert point_columns(masked)["sigma_f"] == check_symmetry({"kind": "w_asymmetric"})["sigma_f"]
+    standard = Point("s", "p", "d", [0], {"arch": "mlp", "width": 1.0, "symmetry": {"kind": "standard"}}, train, {})
+    assert point_columns(standard)["sigma_f"] == 0.0
