@@ -609,7 +609,9 @@ def _inconclusive(reason: str, n: int) -> dict:
 
 
 def _requires_sigma_values(cid, ccfg, study, points) -> None:
-    sigmas = {float((p.model.get("symmetry") or {}).get("sigma_f", 0.0) or 0.0) for p in points}
+    from lmcflow.symmetry import check_symmetry  # σ_F as the layers use it (default 1.0 when unset)
+
+    sigmas = {float(check_symmetry(p.model.get("symmetry"))["sigma_f"]) for p in points}
     kinds = {(p.model.get("symmetry") or {}).get("kind", "standard") for p in points}
     if 0.0 not in sigmas or kinds & {"standard", "sigma_asymmetric"}:
         raise ConfigError(f"claims.{cid}: study {ccfg.get('study')!r} must sweep model.symmetry.sigma_f "
