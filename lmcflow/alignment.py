@@ -131,32 +131,27 @@ class _Layout:
         self.features.setdefault(group, []).append(index)
 
 
-def _mlp_layout(model) -> _Layout:
+def _chain_layout(layers: str, n: int) -> _Layout:
+    """A plain chain of ``n`` weight layers (MLP ``layers.i``, VGG ``convs.i``), each with its norm and gate."""
     lay = _Layout()
     prev = None
-    for i in range(len(model.layers)):
+    for i in range(n):
         g = f"hidden{i}"
-        lay.weights[f"layers.{i}"] = (g, prev)
+        lay.weights[f"{layers}.{i}"] = (g, prev)
         lay.norms[f"norms.{i}"] = g
         lay.norms[f"gates.{i}"] = g
         lay.feature(g, i)
         prev = g
     lay.weights["head"] = (None, prev)
     return lay
+
+
+def _mlp_layout(model) -> _Layout:
+    return _chain_layout("layers", len(model.layers))
 
 
 def _vgg_layout(model) -> _Layout:
-    lay = _Layout()
-    prev = None
-    for i in range(len(model.convs)):
-        g = f"hidden{i}"
-        lay.weights[f"convs.{i}"] = (g, prev)
-        lay.norms[f"norms.{i}"] = g
-        lay.norms[f"gates.{i}"] = g
-        lay.feature(g, i)
-        prev = g
-    lay.weights["head"] = (None, prev)
-    return lay
+    return _chain_layout("convs", len(model.convs))
 
 
 def _resnet_layout(model) -> _Layout:
