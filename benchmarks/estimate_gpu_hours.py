@@ -3,14 +3,18 @@
 FLOPs of one forward pass are counted exactly with torch's FlopCounterMode on a batch of the point's
 input shape; training costs 3x forward (forward + backward) per example per epoch, plus the merge stage
 (11 λ points x forward over train + val + test, plus a BatchNorm pass for BN models) per pair and method.
-Throughput is an assumption you pass in (default 40 TFLOP/s sustained: ~30-40% of an A100/H100's dense
-bf16 peak, typical for these small models); the estimate scales inversely with it.
+Throughput is either an assumption you pass in (default 40 TFLOP/s sustained: ~30-40% of an A100/H100's
+dense bf16 peak; the estimate scales inversely with it) or measured: ``--throughput FILE`` takes the JSON
+of ``bench_gpu_training.py --out FILE`` and uses, for every point, the bf16 training rate measured for
+the same architecture at the nearest width (log scale); evaluation is charged at that rate too.
 
-    .venv/bin/python benchmarks/estimate_gpu_hours.py config/paper_width.yaml [--tflops 40]
+    .venv/bin/python benchmarks/estimate_gpu_hours.py config/paper_width.yaml [--tflops 40 | --throughput F]
 """
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 
 import torch
@@ -33,13 +37,23 @@ def forward_flops(spec: ModelSpec) -> float:
     return fc.get_total_flops() / 2
 
 
+def measured_tflops(rows: list, arch: str, width: float) -> float | None:
+    """bf16 training TFLOP/s measured for ``arch`` at the width nearest to ``width`` (log scale)."""
+    same = [r for r in rows if r["arch"] == arch]
+    if not same:
+        return None
+    return min(same, key=lambda r: abs(math.log(r["width"] / width)))["bf16_tflops"]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
     ap.add_argument("--tflops", type=float, default=40.0, help="assumed sustained TFLOP/s per GPU")
+    ap.add_argument("--throughput", help="JSON from bench_gpu_training.py --out: measured rates per model")
     args = ap.parse_args(argv)
     cfg = yaml.safe_load(open(args.config))
-    total = {}
+    rows = json.load(open(args.throughput))["rows"] if args.throughput else []
+    total, hours = {}, {}
     for (study, pid), p in expand_points(cfg).items():
         ds = TORCHVISION_DATASETS.get(p.dataset)
         if ds is None:
@@ -49,11 +63,14 @@ def main(argv=None):
         f = forward_flops(spec)
         train = 3 * f * TRAIN_SIZES[p.dataset] * p.train["epochs"] * len(p.seeds)
         merge = f * (EVAL_SIZES[p.dataset] + TRAIN_SIZES[p.dataset]) * p.merge["lambdas"] * len(p.pairs) * len(p.merge["methods"])
+        rate = (measured_tflops(rows, spec.arch, spec.width) if rows else None) or args.tflops
         total[study] = total.get(study, 0.0) + train + merge
+        hours[study] = hours.get(study, 0.0) + (train + merge) / (rate * 1e12) / 3600
     for study, flops in total.items():
-        print(f"{study:28s} {flops / 1e15:10.1f} PFLOP  ~{flops / (args.tflops * 1e12) / 3600:8.1f} GPU-hours")
+        print(f"{study:28s} {flops / 1e15:10.1f} PFLOP  ~{hours[study]:8.1f} GPU-hours")
     s = sum(total.values())
-    print(f"{'total':28s} {s / 1e15:10.1f} PFLOP  ~{s / (args.tflops * 1e12) / 3600:8.1f} GPU-hours at {args.tflops:g} TFLOP/s")
+    how = f"measured rates from {args.throughput}" if rows else f"{args.tflops:g} TFLOP/s"
+    print(f"{'total':28s} {s / 1e15:10.1f} PFLOP  ~{sum(hours.values()):8.1f} GPU-hours at {how}")
 
 
 if __name__ == "__main__":

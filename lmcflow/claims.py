@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from lmcflow.config import ConfigError, point_value, same_value
+from lmcflow.config import ConfigError, point_value, same_value, swept_values
 from lmcflow.seeding import derive_seed
 
 WIDTH_PAPER = "Ito et al., ICLR 2026 (arXiv 2510.08023)"
@@ -44,8 +44,7 @@ class Claim:
         if unknown:
             raise ConfigError(f"claims.{cid}: unknown parameter(s) {sorted(unknown)}; "
                               f"allowed: study, {', '.join(sorted(self.defaults))}")
-        sweep = study.get("sweep") or {}
-        if self.sweep_key and len(sweep.get(self.sweep_key, [])) < 2:
+        if self.sweep_key and len(swept_values(study, self.sweep_key)) < 2:
             raise ConfigError(f"claims.{cid}: study {ccfg.get('study')!r} must sweep {self.sweep_key} "
                               f"over at least 2 values (studies.{ccfg.get('study')}.sweep.{self.sweep_key})")
         n_seeds = len(study.get("seeds", []))

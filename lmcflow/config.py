@@ -2,7 +2,9 @@
 
 A *study* is a base setting (dataset, model, train, merge blocks) plus a
 ``sweep``: a grid over dotted keys such as ``model.width`` or
-``train.weight_decay``. Every grid cell is a *point*; every point is trained
+``train.weight_decay`` (or a list of such grids over the same keys, whose
+points are united: a sweep need not be a full product). Every grid cell is a
+*point*; every point is trained
 once per seed and every pair of seeds is merged. Point ids are readable and
 stable (``width-0.25__weight_decay-0.0001``), so paths and table rows say
 what they are.
@@ -83,20 +85,55 @@ class Point:
         return cls(**copy.deepcopy(d))
 
 
-def expand_study(name: str, study: dict, defaults: dict) -> list[Point]:
-    """All points of one study, in grid order."""
-    base = deep_merge(defaults, {k: study.get(k, {}) for k in POINT_BLOCKS})
+def sweep_grids(name: str, study: dict) -> list[dict]:
+    """A study's sweep as a list of grids ``{dotted key: [values]}``, all over the same keys.
+
+    ``sweep`` is one grid (a mapping) or a list of grids whose points are united, e.g. one
+    weight-decay arm at every width and another at two widths only.
+    """
     sweep = study.get("sweep") or {}
-    keys = list(sweep)
-    for k in keys:
-        if not isinstance(sweep[k], list) or not sweep[k]:
-            raise ConfigError(f"studies.{name}.sweep.{k}: expected a non-empty list of values")
-        if k.split(".")[0] not in POINT_BLOCKS and k != "dataset":
-            raise ConfigError(f"studies.{name}.sweep.{k}: sweep keys start with one of "
-                              f"{', '.join(POINT_BLOCKS)} or are 'dataset'")
+    grids = sweep if isinstance(sweep, list) else [sweep]
+    if not grids:
+        raise ConfigError(f"studies.{name}.sweep: expected a mapping or a non-empty list of mappings")
+    keys = None
+    for i, grid in enumerate(grids):
+        where = f"studies.{name}.sweep" + (f"[{i}]" if isinstance(sweep, list) else "")
+        if not isinstance(grid, dict) or (isinstance(sweep, list) and not grid):
+            raise ConfigError(f"{where}: expected a mapping {{dotted.key: [values...]}}")
+        for k, v in grid.items():
+            if not isinstance(v, list) or not v:
+                raise ConfigError(f"{where}.{k}: expected a non-empty list of values")
+            if k.split(".")[0] not in POINT_BLOCKS and k != "dataset":
+                raise ConfigError(f"{where}.{k}: sweep keys start with one of "
+                                  f"{', '.join(POINT_BLOCKS)} or are 'dataset'")
+        if keys is not None and list(grid) != keys:
+            raise ConfigError(f"{where}: every grid of a sweep list must have the same keys in the same "
+                              f"order (point ids and table columns depend on them); expected {keys}, "
+                              f"got {list(grid)}")
+        keys = list(grid)
+    return grids
+
+
+def swept_values(study: dict, key: str) -> list:
+    """Distinct values a study sweeps ``key`` over (across all its grids), in first-seen order."""
+    out = []
+    sweep = study.get("sweep") or {}
+    for grid in (sweep if isinstance(sweep, list) else [sweep]):
+        for v in (grid.get(key) or []) if isinstance(grid, dict) else []:
+            if v not in out:
+                out.append(v)
+    return out
+
+
+def expand_study(name: str, study: dict, defaults: dict) -> list[Point]:
+    """All points of one study, in grid order (grid by grid for a list of grids)."""
+    base = deep_merge(defaults, {k: study.get(k, {}) for k in POINT_BLOCKS})
+    grids = sweep_grids(name, study)
+    keys = list(grids[0])
+    cells = [values for grid in grids for values in itertools.product(*(grid[k] for k in keys))]
     points = []
     seen = set()
-    for values in itertools.product(*(sweep[k] for k in keys)):
+    for values in cells:
         cfg = copy.deepcopy(base)
         dataset = study["dataset"]
         for k, v in zip(keys, values):
@@ -106,8 +143,8 @@ def expand_study(name: str, study: dict, defaults: dict) -> list[Point]:
                 _set_dotted(cfg, k, v, f"studies.{name}")
         pid = "__".join(f"{k.split('.')[-1]}-{format_value(v)}" for k, v in zip(keys, values)) or "base"
         if pid in seen:
-            raise ConfigError(f"studies.{name}.sweep: two points share the id {pid!r}; "
-                              f"sweep keys must have distinct last names")
+            raise ConfigError(f"studies.{name}.sweep: two points share the id {pid!r}; sweep keys must "
+                              f"have distinct last names, and the grids of a sweep list must not overlap")
         seen.add(pid)
         points.append(Point(study=name, point=pid, dataset=dataset, seeds=list(study["seeds"]),
                             swept=dict(zip(keys, values)), **{k: cfg.get(k, {}) for k in POINT_BLOCKS}))

@@ -17,9 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
 TABLE_SCHEMA_VERSION = 1
 
@@ -73,6 +71,8 @@ def sha256_file(path) -> str:
 
 def save_tensors(path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> str:
     """Save tensors as safetensors atomically; returns the file's SHA-256."""
+    from safetensors.torch import save_file  # lazy: table jobs import this module without torch
+
     meta = {"lmcflow": json.dumps(metadata or {}, sort_keys=True, default=_json_default)}
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     with atomic_path(path) as tmp:
@@ -93,9 +93,11 @@ def load_tensors(path, expected_sha256: str | None = None, rebuild_hint: str = "
             raise CorruptFileError(
                 f"{path}: content hash {actual[:12]}… does not match the recorded {expected_sha256[:12]}… "
                 f"(file corrupt or truncated).{hint}")
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
     try:
         tensors = load_file(str(path))
-        from safetensors import safe_open
         with safe_open(str(path), framework="pt") as fh:
             meta = json.loads((fh.metadata() or {}).get("lmcflow", "{}"))
     except (SafetensorError, OSError, ValueError, json.JSONDecodeError) as err:

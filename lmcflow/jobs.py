@@ -1,69 +1,27 @@
-"""One function per workflow job. Snakemake ``script:`` files only unpack
-``snakemake.input/output/params`` and call these; everything here is plain
-Python and testable without Snakemake.
+"""One function per compute job (data, training, merging, alignment, analyses). Snakemake
+``script:`` files only unpack ``snakemake.input/output/params`` and call these; everything here
+is plain Python and testable without Snakemake. Jobs that only read tables (aggregation,
+claims, figures) live in ``lmcflow.report_jobs``, which imports no torch.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import platform
-import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
 
-from lmcflow import claims as claims_mod
 from lmcflow.config import Point
 from lmcflow.data import load_dataset, prepare_dataset
-from lmcflow.io import load_tensors, save_tensors, write_json
+from lmcflow.io import load_tensors, save_tensors
 from lmcflow.merging import evaluate_path, lambda_grid
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.seeding import derive_seed
-from lmcflow.tables import (barrier_rows, concat_tables, make_frame, point_columns, read_table,
-                            write_table)
+from lmcflow.report_jobs import job_log  # noqa: F401  (the compute scripts import it from here)
+from lmcflow.tables import point_columns, read_table, write_table
 from lmcflow.training import evaluate, resolve_device, train
-
-
-class _LazyModule:
-    """Imports a module on first attribute access: seaborn/matplotlib cost ~2 s per job, and only
-    the figure jobs need them (every train/merge/align job imports this module)."""
-
-    def __init__(self, name: str):
-        self._name = name
-
-    def __getattr__(self, attr):
-        import importlib
-
-        return getattr(importlib.import_module(self._name), attr)
-
-
-figures = _LazyModule("lmcflow.figures")
-
-
-# --------------------------------------------------------------------------- logging
-@contextlib.contextmanager
-def job_log(path: str | None):
-    """Send stdout/stderr (and any traceback) of a job to its Snakemake log file."""
-    if not path:
-        yield print
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", buffering=1) as fh:
-        def log(msg: str) -> None:
-            fh.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
-
-        old = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = fh
-        try:
-            yield log
-        except BaseException:
-            fh.write(traceback.format_exc())
-            raise
-        finally:
-            sys.stdout, sys.stderr = old
 
 
 def set_threads(n: int) -> None:
@@ -107,7 +65,7 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
     row = {**point_columns(point), "seed": seed, "n_params": count_parameters(model),
            **{f"{s}_{k}": v for s, m in metrics.items() for k, v in m.items()},
            "wall_time_s": time.perf_counter() - t0, "train_seconds": info["train_seconds"],
-           "device": f"{dev.type}:{torch.cuda.get_device_name(dev) if dev.type == 'cuda' else platform.processor() or platform.machine()}",
+           "device": _device_name(dev),
            "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
            "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")}
     write_table(out_row, "runs", [row])
@@ -158,49 +116,6 @@ def run_merge(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, 
 
 
 # --------------------------------------------------------------------------- aggregation
-def run_concat(paths: list, kind: str, out: str) -> None:
-    write_table(out, kind, concat_tables(paths, kind))
-
-
-def run_barriers(interp_path: str, out: str) -> None:
-    write_table(out, "barriers", barrier_rows(read_table(interp_path, "interpolation")))
-
-
-def study_scale(points: list[Point]) -> dict:
-    """What a claim was measured at: enough to tell a CPU run from paper scale."""
-    return {
-        "dataset": sorted({p.dataset for p in points}), "arch": sorted({p.model["arch"] for p in points}),
-        "widths": sorted({float(p.model["width"]) for p in points}),
-        "weight_decays": sorted({float(p.train["weight_decay"]) for p in points}),
-        "epochs": sorted({int(p.train["epochs"]) for p in points}),
-        "seeds": sorted({s for p in points for s in p.seeds}),
-    }
-
-
-def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str, log=print) -> dict:
-    tables = {kind: read_table(path, kind) for kind, path in table_paths.items()}
-    result = claims_mod.evaluate_claim(cid, ccfg, tables, study_scale(points))
-    write_json(out_json, result)
-    log(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {result['statistic']:.4g} "
-        f"[{result['ci_low']:.4g}, {result['ci_high']:.4g}], n_pairs={result['n_pairs']})")
-    return result
-
-
-def run_claims_table(json_paths: list, out: str) -> None:
-    import json
-    rows = [claims_mod.claim_row(json.loads(Path(p).read_text())) for p in json_paths]
-    write_table(out, "claims", make_frame("claims", rows))
-
-
-def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, definition: str) -> None:
-    b = read_table(barriers_path, "barriers")
-    i = read_table(interp_path, "interpolation")
-    figures.save_figure(figures.barrier_vs_width(b, definition), outputs["barrier_png"], outputs["barrier_pdf"])
-    figures.save_figure(figures.error_along_lambda(i), outputs["lambda_png"], outputs["lambda_pdf"])
-    figures.save_figure(figures.loss_barrier_raw_vs_calibrated(b, definition), outputs["calib_png"],
-                        outputs["calib_pdf"])
-
-
 # --------------------------------------------------------------------------- identifiability paper (issue 4)
 def _ident_imports():
     from lmcflow import identifiability as ident
@@ -334,25 +249,6 @@ def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict,
     write_table(out, "coherence", rows)
 
 
-def run_identifiability_figures(matching_path: str, lmc_path: str, outputs: dict) -> None:
-    m = read_table(matching_path, "identifiability")
-    lmc = read_table(lmc_path, "identifiability_lmc")
-    figures.save_figure(figures.objective_vs_sigma_f(m), outputs["objective_png"], outputs["objective_pdf"])
-    figures.save_figure(figures.barrier_vs_sigma_f(lmc), outputs["barrier_png"], outputs["barrier_pdf"])
-
-
-def run_swap_cost_figures(summary_path: str, matrix_path: str, outputs: dict) -> None:
-    s = read_table(summary_path, "swap_costs")
-    m = read_table(matrix_path, "swap_matrix")
-    figures.save_figure(figures.swap_cost_heatmaps(m), outputs["heatmaps_png"], outputs["heatmaps_pdf"])
-    figures.save_figure(figures.swap_cost_vs_k(s), outputs["summary_png"], outputs["summary_pdf"])
-
-
-def run_coherence_figures(coherence_path: str, outputs: dict) -> None:
-    c = read_table(coherence_path, "coherence")
-    figures.save_figure(figures.barrier_vs_nu(c), outputs["barrier_png"], outputs["barrier_pdf"])
-
-
 # --------------------------------------------------------------------------- alignment and mechanism (issue 3)
 def _device_name(dev: torch.device) -> str:
     return f"{dev.type}:{torch.cuda.get_device_name(dev) if dev.type == 'cuda' else platform.processor() or platform.machine()}"
@@ -481,12 +377,3 @@ def run_mechanism(point: Point, method: str, seed_a: int, seed_b: int, ckpts: li
         f"in {time.perf_counter() - t0:.1f}s")
 
 
-def run_mechanism_figures(barriers_path: str, layer_metrics_path: str, outputs: dict, definition: str) -> None:
-    b = read_table(barriers_path, "barriers")
-    lm = read_table(layer_metrics_path, "layer_metrics")
-    figures.save_figure(figures.method_barrier_vs_width(b, definition), outputs["methods_png"], outputs["methods_pdf"])
-    figures.save_figure(figures.lewc_vs_width(lm), outputs["lewc_png"], outputs["lewc_pdf"])
-    figures.save_figure(figures.cross_ratio_vs_width(lm), outputs["cross_png"], outputs["cross_pdf"])
-    figures.save_figure(figures.rank_vs_width(lm), outputs["rank_png"], outputs["rank_pdf"])
-    figures.save_figure(figures.weight_decay_comparison(b, lm, definition), outputs["wd_png"],
-                        outputs["wd_pdf"])

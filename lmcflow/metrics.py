@@ -13,8 +13,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 BARRIER_DEFINITIONS = ("midpoint", "max_minus_mean", "entezari")
 
@@ -47,7 +45,11 @@ def relative_accuracy_barrier(lam, acc) -> float:
     return float((acc.min() - best_end) / best_end)
 
 
+# torch is imported inside the functions that need it: the barrier formulas are used by the
+# table and claim jobs, which must not pay torch's ~2.5 s import (lmcflow.report_jobs).
 def cross_entropy_at(logits: torch.Tensor, y: torch.Tensor, beta: float) -> float:
+    import torch.nn.functional as F
+
     return F.cross_entropy(logits.double() * beta, y).item()
 
 
@@ -58,6 +60,7 @@ def fit_inverse_temperature(logits: torch.Tensor, y: torch.Tensor,
     CE(β z) is convex in β, so a bounded 1-D search over log β finds the global
     optimum; logits are computed once by the caller and reused.
     """
+    import torch.nn.functional as F
     from scipy.optimize import minimize_scalar  # lazy: scipy costs ~0.6 s of every job's start-up
 
     z = logits.detach().double()

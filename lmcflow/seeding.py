@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 
-import torch
-
 
 def derive_seed(*parts: object) -> int:
     """A 63-bit seed from a tuple of labels, e.g. ``derive_seed("init", 3)``."""
@@ -18,6 +16,8 @@ def derive_seed(*parts: object) -> int:
 
 
 def generator(*parts: object, device: str | torch.device = "cpu") -> torch.Generator:
+    import torch  # lazy: derive_seed is used by torch-free table and claim jobs
+
     g = torch.Generator(device=device)
     g.manual_seed(derive_seed(*parts))
     return g

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from lmcflow.config import Point
-from lmcflow.symmetry import check_symmetry
 from lmcflow.io import read_parquet, write_parquet
 from lmcflow.metrics import barriers
 
@@ -53,7 +52,12 @@ def point_columns(point: Point) -> dict:
     m, t = point.model, point.train
     sym = m.get("symmetry") or {}
     # σ_F as the layers use it: symmetry-breaking kinds default to lmcflow.symmetry's σ_F, standard has none.
-    sigma_f = 0.0 if sym.get("kind", "standard") == "standard" else float(check_symmetry(sym)["sigma_f"])
+    if sym.get("kind", "standard") == "standard":
+        sigma_f = 0.0
+    else:
+        from lmcflow.symmetry import check_symmetry  # local: tables stay importable without torch
+
+        sigma_f = float(check_symmetry(sym)["sigma_f"])
     return {
         "study": point.study, "point": point.point, "dataset": point.dataset, "arch": m["arch"],
         "width": float(m["width"]), "depth": int(m.get("depth", 0)), "norm": m.get("norm", "none"),

@@ -26,10 +26,25 @@ class DivergenceError(RuntimeError):
 
 def resolve_device(choice: str = "auto") -> torch.device:
     if choice == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device: cuda was requested but torch sees no CUDA device; use device: auto or cpu")
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    if choice.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise RuntimeError("device: cuda was requested but torch sees no CUDA device; use device: auto or cpu")
+        use_strict_fp32_on_cuda()
     return torch.device(choice)
+
+
+def use_strict_fp32_on_cuda() -> None:
+    """fp32 means IEEE fp32 on GPUs too.
+
+    cuDNN convolutions default to TF32 on Ampere and later (10-bit mantissa), which would make
+    every "fp32" metric of a conv net a reduced-precision one. Reduced precision is an explicit
+    lever (``train.precision: bf16``, the default on GPUs via ``auto``), never a silent one.
+    cuBLAS needs a fixed workspace to be deterministic; it must be set before its first use.
+    """
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def cpu_has_fast_bf16() -> bool:

@@ -57,3 +57,14 @@ def test_verdict_logic():
     assert verdict_below((0.2, 0.1, 0.3), 0.2) == "inconclusive"
     assert combine("supported", "inconclusive") == "inconclusive"
     assert combine("supported", "not_supported") == "not_supported"
+
+
+def test_table_claim_and_figure_jobs_do_not_import_torch():
+    """About 60 jobs of the default run only read tables; torch's import (~2.5 s of CPU) stays out of them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, lmcflow.report_jobs, lmcflow.claims, lmcflow.tables, lmcflow.figures, lmcflow.metrics; "
+            "assert 'torch' not in sys.modules, [m for m in sys.modules if m.startswith('torch')][:5]")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]

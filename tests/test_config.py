@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from lmcflow.claims import REGISTRY
-from lmcflow.config import ConfigError, check_semantics, expand_points
+from lmcflow.config import ConfigError, check_semantics, expand_points, swept_values
 from lmcflow.data import dataset_names
 from lmcflow.models import ARCHITECTURES
 from lmcflow.validation import validate_points
@@ -18,6 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = REPO / "workflow/schemas/config.schema.yaml"
 SCHEMA = yaml.safe_load(SCHEMA_PATH.read_text())
 TINY = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
+# The mutations below edit the width sweep as one full grid; the shipped list of grids is checked by
+# test_shipped_configs_are_valid, test_sweep_list_* and the end-to-end run.
+TINY["studies"]["width"]["sweep"] = {"model.width": [0.25, 1.0], "train.weight_decay": [3.0e-3, 1.0e-4]}
 
 
 def check(cfg):
@@ -119,3 +122,28 @@ def test_point_columns_report_the_sigma_f_the_layers_use():
     assert point_columns(masked)["sigma_f"] == check_symmetry({"kind": "w_asymmetric"})["sigma_f"]
     standard = Point("s", "p", "d", [0], {"arch": "mlp", "width": 1.0, "symmetry": {"kind": "standard"}}, train, {})
     assert point_columns(standard)["sigma_f"] == 0.0
+
+
+def test_sweep_list_unites_grids_in_order():
+    cfg = mutate(lambda c: c["studies"]["width"].update(sweep=[
+        {"model.width": [0.25, 1.0], "train.weight_decay": [3e-3]},
+        {"model.width": [1.0], "train.weight_decay": [1e-4]}]))
+    check(cfg)
+    pts = expand_points(cfg)
+    assert [pid for _, pid in pts] == ["width-0.25__weight_decay-0.003", "width-1__weight_decay-0.003",
+                                       "width-1__weight_decay-0.0001"]
+    assert pts[("width", "width-1__weight_decay-0.0001")].train["weight_decay"] == 1e-4
+    # claims that need a key swept over ≥ 2 values count the values of all grids together
+    assert swept_values(cfg["studies"]["width"], "train.weight_decay") == [3e-3, 1e-4]
+
+
+@pytest.mark.parametrize("sweep,needle", [
+    ([{"model.width": [0.25]}, {"train.weight_decay": [1e-4]}], "same keys"),
+    ([{"model.width": [0.25, 1.0]}, {"model.width": [1.0]}], "must not overlap"),
+    ([{"model.width": [0.25]}, {}], "sweep[1]"),
+    ([{"model.width": []}], "sweep[0]['model.width']"),
+])
+def test_sweep_list_errors_name_the_grid(sweep, needle):
+    with pytest.raises((ConfigError, jsonschema.ValidationError)) as err:
+        check(mutate(lambda c: c["studies"]["width"].update(sweep=sweep)))
+    assert needle in getattr(err.value, "json_path", "") + str(err.value)  # schema errors: the key's path

@@ -151,7 +151,7 @@ def test_claims_need_their_methods_and_arms():
     with pytest.raises(ConfigError, match="mechanism metrics"):
         check(cfg)
     cfg = copy.deepcopy(TINY)
-    cfg["studies"]["width"]["sweep"]["train.weight_decay"] = [5e-4, 1e-4]
+    cfg["studies"]["width"]["sweep"] = {"model.width": [0.25, 1.0], "train.weight_decay": [5e-4, 1e-4]}
     cfg["studies"]["width"]["merge"]["alignment"]["at"] = {}
     with pytest.raises(ConfigError, match=r"claims.width-merge-accuracy.weight_decay: 0.003 is not a value"):
         check(cfg)

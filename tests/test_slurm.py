@@ -129,7 +129,9 @@ def trimmed_config(tiny: dict) -> dict:
     cfg = {k: v for k, v in tiny.items() if k != "claims"}
     name, study = next(iter(tiny["studies"].items()))
     study = dict(study, seeds=list(study["seeds"])[:2])
-    study["sweep"] = {k: list(v)[:1] for k, v in (study.get("sweep") or {}).items()}
+    sweep = study.get("sweep") or {}
+    first_grid = sweep[0] if isinstance(sweep, list) else sweep
+    study["sweep"] = {k: list(v)[:1] for k, v in first_grid.items()}
     study.pop("analysis", None)
     if study.get("merge"):
         merge = {k: v for k, v in study["merge"].items() if k != "alignment"}

@@ -48,13 +48,14 @@ def test_tables_have_declared_schemas(workflow_run):
         assert list(df.columns) == [c for c, _ in TABLES[kind]], kind
         assert len(df) > 0
     runs = pd.read_parquet(workflow_run / "results/tables/runs.parquet")
-    assert len(runs) == 12 and set(runs.width) == {0.25, 1.0} and runs.checkpoint_sha256.str.len().eq(64).all()
-    assert set(runs.weight_decay) == {3e-3, 1e-4}
+    assert len(runs) == 9 and set(runs.width) == {0.25, 1.0} and runs.checkpoint_sha256.str.len().eq(64).all()
+    # the sweep is a list of grids: default weight decay at both widths, the weak arm at the widest only
+    assert sorted(set(zip(runs.width, runs.weight_decay))) == [(0.25, 3e-3), (1.0, 1e-4), (1.0, 3e-3)]
     assert (runs.test_acc > 0.5).all()  # one epoch on real Fashion-MNIST already learns
     interp = pd.read_parquet(workflow_run / "results/tables/interpolation.parquet")
-    # identity: 2 widths × 2 weight decays × 3 pairs × 3 λ × 2 splits; the three aligned methods only
-    # at the default weight decay (merge.alignment.at): 2 widths × 3 pairs × 3 λ × 2 splits each
-    assert interp.groupby("method").size().to_dict() == {"identity": 72, "weight_matching": 36,
+    # identity: 3 points × 3 pairs × 3 λ × 2 splits; the three aligned methods only at the default
+    # weight decay (merge.alignment.at): 2 widths × 3 pairs × 3 λ × 2 splits each
+    assert interp.groupby("method").size().to_dict() == {"identity": 54, "weight_matching": 36,
                                                          "activation_matching": 36, "random_permutation": 36}
     assert set(interp.lam) == {0.0, 0.5, 1.0}
     assert set(interp[interp.method != "identity"].weight_decay) == {3e-3}
@@ -64,12 +65,12 @@ def test_tables_have_declared_schemas(workflow_run):
     for lam, seed in ((0, "seed_a"), (1, "seed_b")):
         ends = interp[(interp.split == "test") & (interp.lam == lam)].merge(
             runs, left_on=keys + [seed], right_on=keys + ["seed"])
-        assert len(ends) == 30 and (ends.loss - ends.test_loss).abs().max() < 1e-4
+        assert len(ends) == 27 and (ends.loss - ends.test_loss).abs().max() < 1e-4
     barriers = pd.read_parquet(workflow_run / "results/tables/barriers.parquet")
     assert set(barriers.definition) == {"midpoint", "max_minus_mean", "entezari"}
     pairs = barriers[(barriers.metric == "error") & (barriers.definition == "entezari") & ~barriers.calibrated
                      & (barriers.split == "test")].groupby("method").size().to_dict()
-    assert pairs == {"identity": 12, "weight_matching": 6, "activation_matching": 6, "random_permutation": 6}
+    assert pairs == {"identity": 9, "weight_matching": 6, "activation_matching": 6, "random_permutation": 6}
 
 
 def test_alignment_and_layer_metrics_tables(workflow_run):
@@ -84,8 +85,8 @@ def test_alignment_and_layer_metrics_tables(workflow_run):
     am = align[align.method == "activation_matching"]
     assert am.objective.between(0, 1).all() and (am.n_samples == 1000).all()
     lm = pd.read_parquet(workflow_run / "results/tables/layer_metrics.parquet")
-    # 4 points × 3 pairs × 2 hidden layers × 4 λ (analysis.mechanism.lambdas), unaligned pairs only
-    assert len(lm) == 96 and set(lm.method) == {"identity"} and set(lm.layer) == {1, 2}
+    # 3 points × 3 pairs × 2 hidden layers × 4 λ (analysis.mechanism.lambdas), unaligned pairs only
+    assert len(lm) == 72 and set(lm.method) == {"identity"} and set(lm.layer) == {1, 2}
     assert ((lm.lam_paper + lm.lam_path) == 1).all()
     ends = lm[lm.lam_paper.isin([0.0, 1.0])]  # θ_λ is an endpoint model: both cosines are exactly 1
     assert (ends.lewc_cos - 1).abs().max() < 1e-6 and (ends.llfc_cos - 1).abs().max() < 1e-6

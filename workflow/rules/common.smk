@@ -8,7 +8,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir)))  # lmcflow importable from a plain clone
 
-from lmcflow.config import ConfigError, expand_points, check_semantics, study_points
+from lmcflow.config import ConfigError, expand_points, check_semantics, study_points, swept_values
 from lmcflow.claims import REGISTRY as CLAIMS
 from lmcflow.data import dataset_names
 from lmcflow.models import ARCHITECTURES
@@ -98,7 +98,7 @@ def study_inputs(study, kind):
 
 
 def sweeps(study, key):
-    return key in (config["studies"][study].get("sweep") or {})
+    return bool(swept_values(config["studies"][study], key))
 
 
 def width_figures(study):

@@ -1,5 +1,5 @@
 from lmcflow.config import Point
-from lmcflow.jobs import job_log, run_claim
+from lmcflow.report_jobs import job_log, run_claim
 
 with job_log(snakemake.log[0]) as log:
     run_claim(snakemake.params.claim, snakemake.params.claim_cfg, dict(snakemake.input.items()),

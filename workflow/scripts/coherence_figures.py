@@ -1,4 +1,4 @@
-from lmcflow.jobs import job_log, run_coherence_figures
+from lmcflow.report_jobs import job_log, run_coherence_figures
 
 with job_log(snakemake.log[0]):
     run_coherence_figures(snakemake.input[0], dict(snakemake.output.items()))

@@ -1,4 +1,4 @@
-from lmcflow.jobs import job_log, run_swap_cost_figures
+from lmcflow.report_jobs import job_log, run_swap_cost_figures
 
 with job_log(snakemake.log[0]):
     run_swap_cost_figures(snakemake.input.summary, snakemake.input.matrix, dict(snakemake.output.items()))
