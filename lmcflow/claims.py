@@ -136,6 +136,13 @@ def select_weight_decay(df: pd.DataFrame, weight_decay: float | None) -> pd.Data
     return df[np.isclose(df.weight_decay.to_numpy(dtype=float), float(weight_decay), rtol=1e-6, atol=0.0)]
 
 
+def drop_and_last(mat: np.ndarray, drop_label: str, last_label: str) -> tuple[tuple, tuple]:
+    """Bootstrap CIs over pairs (rows) of the drop from the first to the last column (narrowest to
+    widest width, smallest to largest σ_F or ν) and of the last column itself."""
+    return (bootstrap_ci(mat, lambda a: np.mean(a[:, 0] - a[:, -1]), seed_label=drop_label),
+            bootstrap_ci(mat[:, -1], seed_label=last_label))
+
+
 def _ci_dict(name, ci):
     return {f"{name}": ci[0], f"{name}_ci_low": ci[1], f"{name}_ci_high": ci[2]}
 
@@ -147,8 +154,7 @@ def _width_merge_accuracy(tables: dict, p: dict) -> dict:
     mat, widths = pair_matrix(b, "width")
     if mat.shape[0] < 2 or len(widths) < 2:
         return {"verdict": "inconclusive", "reason": "fewer than 2 complete pairs or widths", "n_pairs": len(mat)}
-    drop = bootstrap_ci(mat, lambda m: np.mean(m[:, 0] - m[:, -1]), seed_label="drop")
-    widest = bootstrap_ci(mat[:, -1], seed_label="widest")
+    drop, widest = drop_and_last(mat, "drop", "widest")
     mean_curve = mat.mean(0)
     rho = float(pd.Series(mean_curve).corr(pd.Series(np.log2(widths)), method="spearman"))
     verdict = combine(verdict_above(drop, 0.0), verdict_below(widest, p["max_barrier_widest"]))
@@ -384,8 +390,7 @@ def _reciprocal_orthogonality(tables: dict, p: dict) -> dict:
     r = m["cross_ratio"]
     if r.shape[0] < 2 or len(widths) < 2:
         return _short(f"fewer than 2 complete pairs or widths with layers ≥ {p['min_layer']}", len(r))
-    drop = bootstrap_ci(r, lambda a: np.mean(a[:, 0] - a[:, -1]), seed_label="reciprocal/drop")
-    widest = bootstrap_ci(r[:, -1], seed_label="reciprocal/widest")
+    drop, widest = drop_and_last(r, "reciprocal/drop", "reciprocal/widest")
     verdict = verdict_above(drop, p["min_drop"])
     return {
         "verdict": verdict,
@@ -417,8 +422,7 @@ def _low_rank(tables: dict, p: dict) -> dict:
     e = m["erank_rel"]
     if e.shape[0] < 2 or len(widths) < 2:
         return _short(f"fewer than 2 complete pairs or widths with layers ≥ {p['min_layer']}", len(e))
-    drop = bootstrap_ci(e, lambda a: np.mean(a[:, 0] - a[:, -1]), seed_label="low-rank/drop")
-    widest = bootstrap_ci(e[:, -1], seed_label="low-rank/widest")
+    drop, widest = drop_and_last(e, "low-rank/drop", "low-rank/widest")
     return {
         "verdict": verdict_above(drop, p["min_drop"]),
         "statistic_name": f"drop of the relative effective rank erank/min(shape) of the weights from narrowest to "

@@ -1,5 +1,7 @@
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,15 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "fmnist" in item.keywords:
                 item.add_marker(skip)
+
+
+def run_snakemake(configfile, workdir, *args, timeout=900) -> str:
+    """The workflow on ``configfile`` in ``workdir`` (2 cores); fails the test with the log's tail."""
+    cmd = [str(Path(sys.executable).with_name("snakemake")), "--snakefile", str(REPO / "Snakefile"),
+           "--configfile", str(configfile), "--directory", str(workdir), "--cores", "2", *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res.stdout + res.stderr
 
 
 @pytest.fixture(scope="session")

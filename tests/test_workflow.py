@@ -1,17 +1,15 @@
 """End to end: the workflow on a tiny config in a temp directory."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from lmcflow.tables import TABLES
+from tests.conftest import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests/configs/tiny.yaml"
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
 CLAIM_IDS = ("width-merge-accuracy", "temperature-calibration", "lewc", "weak-additivity", "reciprocal-orthogonality",
@@ -19,11 +17,7 @@ CLAIM_IDS = ("width-merge-accuracy", "temperature-calibration", "lewc", "weak-ad
 
 
 def snakemake(workdir, *args, timeout=900):
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--configfile", str(TINY),
-           "--directory", str(workdir), "--cores", "2", *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return res.stdout + res.stderr
+    return run_snakemake(TINY, workdir, *args, timeout=timeout)
 
 
 def test_claim_target_builds_only_what_it_needs(tmp_path):

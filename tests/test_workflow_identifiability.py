@@ -1,17 +1,15 @@
 """End to end: the identifiability studies (issue 4) on a tiny synthetic config in a temp directory."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from lmcflow.tables import TABLES
+from tests.conftest import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests/configs/tiny_identifiability.yaml"
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 CLAIMS = ("sigma-f-identity", "sigma-f-unaligned-barrier", "intrinsic-dimension", "identifiability-tradeoff",
           "subspace-coherence")
 
@@ -19,11 +17,7 @@ pytestmark = [pytest.mark.slow]
 
 
 def snakemake(workdir, *args, timeout=900):
-    cmd = [SNAKEMAKE, "--snakefile", str(REPO / "Snakefile"), "--configfile", str(TINY),
-           "--directory", str(workdir), "--cores", "2", *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return res.stdout + res.stderr
+    return run_snakemake(TINY, workdir, *args, timeout=timeout)
 
 
 def test_claim_targets_build_only_what_they_need(tmp_path):
