@@ -17,12 +17,13 @@ Usage: python benchmarks/bench_gpu_training.py [--steps 15] [--out gpu_throughpu
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import time
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
+from estimate_gpu_hours import forward_flops  # benchmarks/ is on sys.path when run as a script
 from lmcflow.data import TORCHVISION_DATASETS, Dataset
 from lmcflow.io import write_json
 from lmcflow.models import ModelSpec, build_model, count_parameters
@@ -35,13 +36,6 @@ CASES = [
     ("resnet20", "cifar10", [0.25, 0.5, 1, 2, 4, 8, 16, 32], {"norm": "batchnorm"}),
 ]
 BASELINE_WIDTHS = {1, 16}  # fp32 and nondeterministic baselines only here (they are slow at full width)
-
-
-def forward_flops(spec: ModelSpec) -> float:
-    model = build_model(spec).eval()
-    with FlopCounterMode(display=False) as fc, torch.no_grad():
-        model(torch.zeros(2, *spec.in_shape))
-    return fc.get_total_flops() / 2
 
 
 def peak_bf16_tflops(device, n=8192, reps=10) -> float:
@@ -57,8 +51,9 @@ def peak_bf16_tflops(device, n=8192, reps=10) -> float:
     return 2 * n ** 3 * reps / (time.perf_counter() - t0) / 1e12
 
 
-def time_training(spec, device, steps, batch, precision, deterministic, augment) -> float:
-    """Seconds per optimizer step of lmcflow.training.train (after one warm-up epoch)."""
+def time_training(init_model, spec, device, steps, batch, precision, deterministic, augment) -> float:
+    """Seconds per optimizer step of lmcflow.training.train on a copy of ``init_model`` (after one
+    warm-up epoch)."""
     torch.use_deterministic_algorithms(deterministic, warn_only=True)
     n = batch * steps
     g = torch.Generator().manual_seed(0)
@@ -69,8 +64,7 @@ def time_training(spec, device, steps, batch, precision, deterministic, augment)
     cfg = {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "weight_decay": 3e-3, "epochs": 1, "batch_size": batch,
            "schedule": "cosine", "warmup_epochs": 0, "augment": augment, "precision": precision,
            "checkpoint_every": 0}
-    torch.manual_seed(0)
-    model = build_model(spec).to(device)
+    model = copy.deepcopy(init_model).to(device)
     quiet = lambda m: None  # noqa: E731
     train(model, data, dict(cfg, epochs=1), 0, device, log=quiet)  # warm-up: cuDNN plans, allocator
     torch.cuda.synchronize()
@@ -101,14 +95,16 @@ def main(argv=None) -> int:
                 continue
             spec = ModelSpec(arch=arch, in_shape=tuple(ds.in_shape), num_classes=ds.num_classes, width=width,
                              **fields)
-            flops = 3 * forward_flops(spec) * args.batch  # per step: forward + backward
-            row = {"arch": arch, "dataset": dataset, "width": width, "params": count_parameters(build_model(spec)),
+            torch.manual_seed(0)
+            init_model = build_model(spec)  # one init per model: every mode trains a copy of it
+            flops = 3 * forward_flops(init_model, spec.in_shape) * args.batch  # per step: forward + backward
+            row = {"arch": arch, "dataset": dataset, "width": width, "params": count_parameters(init_model),
                    "batch": args.batch, "train_gflop_per_step": flops / 1e9}
             modes = {"bf16": ("bf16", True)}
             if width in BASELINE_WIDTHS:
                 modes.update({"fp32": ("fp32", True), "bf16_nondeterministic": ("bf16", False)})
             for name, (precision, det) in modes.items():
-                s = time_training(spec, device, args.steps, args.batch, precision, det, augment)
+                s = time_training(init_model, spec, device, args.steps, args.batch, precision, det, augment)
                 row[f"{name}_step_s"] = s
                 row[f"{name}_tflops"] = flops / s / 1e12
             row["bf16_fraction_of_peak"] = row["bf16_tflops"] / peak

@@ -29,11 +29,13 @@ TRAIN_SIZES = {"mnist": 55000, "fashion_mnist": 55000, "cifar10": 45000, "cifar1
 EVAL_SIZES = {"mnist": 70000, "fashion_mnist": 70000, "cifar10": 60000, "cifar100": 60000}
 
 
-def forward_flops(spec: ModelSpec) -> float:
-    model = build_model(spec).eval()
-    x = torch.zeros(2, *spec.in_shape)
+def forward_flops(model: torch.nn.Module, in_shape) -> float:
+    """FLOPs of one example's forward pass (eval mode), counted by torch on a batch of two."""
+    was_training = model.training
+    model.eval()
     with FlopCounterMode(display=False) as fc, torch.no_grad():
-        model(x)
+        model(torch.zeros(2, *in_shape))
+    model.train(was_training)
     return fc.get_total_flops() / 2
 
 
@@ -60,7 +62,7 @@ def main(argv=None):
             continue  # synthetic data: negligible
         fields = {k: v for k, v in p.model.items() if k in ModelSpec.__dataclass_fields__}
         spec = ModelSpec(in_shape=ds.in_shape, num_classes=ds.num_classes, **fields)
-        f = forward_flops(spec)
+        f = forward_flops(build_model(spec), spec.in_shape)
         train = 3 * f * TRAIN_SIZES[p.dataset] * p.train["epochs"] * len(p.seeds)
         merge = f * (EVAL_SIZES[p.dataset] + TRAIN_SIZES[p.dataset]) * p.merge["lambdas"] * len(p.pairs) * len(p.merge["methods"])
         rate = (measured_tflops(rows, spec.arch, spec.width) if rows else None) or args.tflops

@@ -85,6 +85,12 @@ class Point:
         return cls(**copy.deepcopy(d))
 
 
+def _as_grids(study: dict) -> list:
+    """``sweep`` as written, as a list of grids: one mapping becomes a list of one."""
+    sweep = study.get("sweep") or {}
+    return sweep if isinstance(sweep, list) else [sweep]
+
+
 def sweep_grids(name: str, study: dict) -> list[dict]:
     """A study's sweep as a list of grids ``{dotted key: [values]}``, all over the same keys.
 
@@ -92,7 +98,7 @@ def sweep_grids(name: str, study: dict) -> list[dict]:
     weight-decay arm at every width and another at two widths only.
     """
     sweep = study.get("sweep") or {}
-    grids = sweep if isinstance(sweep, list) else [sweep]
+    grids = _as_grids(study)
     if not grids:
         raise ConfigError(f"studies.{name}.sweep: expected a mapping or a non-empty list of mappings")
     keys = None
@@ -117,8 +123,7 @@ def sweep_grids(name: str, study: dict) -> list[dict]:
 def swept_values(study: dict, key: str) -> list:
     """Distinct values a study sweeps ``key`` over (across all its grids), in first-seen order."""
     out = []
-    sweep = study.get("sweep") or {}
-    for grid in (sweep if isinstance(sweep, list) else [sweep]):
+    for grid in _as_grids(study):
         for v in (grid.get(key) or []) if isinstance(grid, dict) else []:
             if v not in out:
                 out.append(v)

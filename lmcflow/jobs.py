@@ -115,7 +115,6 @@ def run_merge(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, 
     write_table(out, "interpolation", [{**base, **r} for r in rows])
 
 
-# --------------------------------------------------------------------------- aggregation
 # --------------------------------------------------------------------------- identifiability paper (issue 4)
 def _ident_imports():
     from lmcflow import identifiability as ident
@@ -375,5 +374,3 @@ def run_mechanism(point: Point, method: str, seed_a: int, seed_b: int, ckpts: li
                 f"erank_rel=({r['erank_rel_a']:.3f},{r['erank_rel_b']:.3f}) jaccard={r['active_jaccard']:.3f}")
     log(f"[mechanism] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method}: {len(out_rows)} rows "
         f"in {time.perf_counter() - t0:.1f}s")
-
-
