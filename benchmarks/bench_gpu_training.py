@@ -22,8 +22,10 @@ import sys
 import time
 
 import torch
+from estimate_gpu_hours import (
+    forward_flops,  # benchmarks/ is on sys.path when run as a script
+)
 
-from estimate_gpu_hours import forward_flops  # benchmarks/ is on sys.path when run as a script
 from lmcflow.data import TORCHVISION_DATASETS, Dataset
 from lmcflow.io import write_json
 from lmcflow.models import ModelSpec, build_model, count_parameters

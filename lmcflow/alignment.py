@@ -196,7 +196,11 @@ def _check_groupnorm(model: nn.Module) -> None:
 
 def permutation_spec(model: nn.Module, extra_axes: dict | None = None) -> PermutationSpec:
     """Build the permutation spec of an ``MLP``, ``VGG11`` or ``ResNet20`` instance."""
-    from lmcflow.models import MLP, VGG11, ResNet20  # local: models imports nothing from here
+    from lmcflow.models import (  # local: models imports nothing from here
+        MLP,
+        VGG11,
+        ResNet20,
+    )
 
     _check_groupnorm(model)
     if isinstance(model, MLP):

@@ -212,7 +212,7 @@ register(Claim(
 ))
 
 
-# --------------------------------------------------------------------------- width paper: alignment and mechanism claims (issue 3)
+# --------------------------------------------------------------------------- width paper: alignment and mechanism claims
 # Mechanism claims read layer_metrics of the unaligned pairs (``method``) at λ_paper = ``lam`` (½),
 # averaged per pair over hidden layers ≥ ``min_layer`` (layer 1 reads the same input in both
 # models, so there LEWC = LLFC and the cross-norm ratios are 1 by definition). LEWC is read at the
@@ -578,7 +578,7 @@ register(WidthClaim(
 ))
 
 
-# --------------------------------------------------------------------------- identifiability paper claims (issue 4)
+# --------------------------------------------------------------------------- identifiability paper claims
 class IdentClaim(Claim):
     """A claim with extra config requirements: values its sweep must contain (e.g. σ_F = 0)."""
 
@@ -612,7 +612,9 @@ def _inconclusive(reason: str, n: int) -> dict:
 
 
 def _requires_sigma_values(cid, ccfg, study, points) -> None:
-    from lmcflow.symmetry import check_symmetry  # σ_F as the layers use it (default 1.0 when unset)
+    from lmcflow.symmetry import (
+        check_symmetry,  # σ_F as the layers use it (default 1.0 when unset)
+    )
 
     sigmas = {float(check_symmetry(p.model.get("symmetry"))["sigma_f"]) for p in points}
     kinds = {(p.model.get("symmetry") or {}).get("kind", "standard") for p in points}

@@ -200,7 +200,7 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
         claim.check_config(cid, ccfg, studies[study], [p for (s, _), p in points.items() if s == study])
 
 
-# --------------------------------------------------------------------------- identifiability (issue 4)
+# --------------------------------------------------------------------------- identifiability
 ANALYSIS_FLAGS = ("identifiability", "swap_costs", "coherence")
 ANALYSIS_DEFAULTS = {"identifiability": False, "swap_costs": False, "coherence": False, "n_random": 100,
                      "n_samples": 5000, "var_threshold": 0.9, "heatmap_units": 64}
@@ -265,13 +265,18 @@ def study_points(points: dict, study: str) -> list[Point]:
 get_dotted = _get_dotted
 
 
-# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+# --------------------------------------------------------------------------- alignment and mechanism
 # merge.alignment: where the non-identity merge methods run and how (see config/README.md).
 ALIGNMENT_DEFAULTS = {"at": {}, "samples": 5000, "max_iter": 100, "batch_size": 500}
 # analysis.mechanism: LEWC / weak additivity / reciprocal orthogonality / low rank per seed pair.
 MECHANISM_DEFAULTS = {"methods": [], "samples": 2000, "batch_size": 500, "active_threshold": 1e-3,
                       "energy": 0.99, "lambdas": None}
 ALIGNABLE_ARCHS = ("mlp", "vgg11", "resnet20")
+
+
+def lambda_grid(n: int) -> list[float]:
+    """``n`` evenly spaced λ in [0, 1] (odd ``n``: the grid holds 0, ½ and 1)."""
+    return [round(i / (n - 1), 10) for i in range(n)]
 
 
 def point_value(point: "Point", key: str):
@@ -321,8 +326,7 @@ def mechanism_lambdas(point: "Point") -> list[float]:
     lams = mechanism_params(point)["lambdas"]
     if lams:
         return [float(v) for v in lams]
-    n = int(point.merge.get("lambdas", 11))
-    return [round(i / (n - 1), 10) for i in range(n)]
+    return lambda_grid(int(point.merge.get("lambdas", 11)))
 
 
 def mechanism_methods(point: "Point") -> list[str]:

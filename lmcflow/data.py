@@ -10,6 +10,7 @@ sizes a DataLoader with worker processes only costs time.
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ import torch
 
 from lmcflow.io import load_tensors, save_tensors
 from lmcflow.seeding import generator
+
+log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
 
@@ -97,7 +100,7 @@ def _stage_mnist(found: dict[str, Path], ds: TorchvisionDataset, cache_root: Pat
     return cache_root
 
 
-def _load_torchvision(ds: TorchvisionDataset, search_paths, cache_root: Path, download: bool, log=print):
+def _load_torchvision(ds: TorchvisionDataset, search_paths, cache_root: Path, download: bool):
     import torchvision.datasets as tvd
 
     cls = getattr(tvd, ds.tv_class)
@@ -111,15 +114,15 @@ def _load_torchvision(ds: TorchvisionDataset, search_paths, cache_root: Path, do
         if ds.raw_files:
             found = _find_mnist_layout(ds, p)
             if found:
-                log(f"[data] {ds.name}: raw files found in {p}")
+                log.info(f"[data] {ds.name}: raw files found in {p}")
                 root = _stage_mnist(found, ds, cache_root)
                 break
         elif (p / ds.archive_dir).is_dir():
-            log(f"[data] {ds.name}: extracted archive found in {p}")
+            log.info(f"[data] {ds.name}: extracted archive found in {p}")
             root = p
             break
     if root is None and download:
-        log(f"[data] {ds.name}: not found locally, downloading with torchvision into {cache_root}")
+        log.info(f"[data] {ds.name}: not found locally, downloading with torchvision into {cache_root}")
         try:
             cls(root=str(cache_root), train=True, download=True)
             cls(root=str(cache_root), train=False, download=True)
@@ -164,14 +167,14 @@ def split_train_val(x: torch.Tensor, y: torch.Tensor, val_size: int, seed: int):
     return x[train_idx], y[train_idx], x[val_idx], y[val_idx]
 
 
-def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root, log=print) -> dict:
+def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root) -> dict:
     """Build the prepared tensor file for dataset ``name``; returns its metadata."""
     val_size = int(data_cfg.get("val_size", 5000))
     split_seed = int(data_cfg.get("split_seed", 0))
     synthetic = data_cfg.get("synthetic") or {}
     subset = (data_cfg.get("subsets") or {}).get(name)
     if subset is not None:
-        return _prepare_subset(name, subset, data_cfg, out_path, cache_root, log)
+        return _prepare_subset(name, subset, data_cfg, out_path, cache_root)
     if name in synthetic:
         params = dict(synthetic[name])
         kind = params.pop("generator", None)
@@ -185,7 +188,7 @@ def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root, log=print) 
         ds = TORCHVISION_DATASETS[name]
         (xtr, ytr), (xte, yte) = _load_torchvision(
             ds, data_cfg.get("search_paths", DEFAULT_SEARCH_PATHS), Path(cache_root),
-            bool(data_cfg.get("download", True)), log)
+            bool(data_cfg.get("download", True)))
         xtr, ytr, xte, yte = map(torch.from_numpy, (xtr, ytr, xte, yte))
         xtr, ytr, xva, yva = split_train_val(xtr, ytr, val_size, split_seed)
         # Per-channel statistics of the training split only (no leakage from val/test).
@@ -202,7 +205,7 @@ def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root, log=print) 
     meta.update(val_size=val_size, split_seed=split_seed,
                 sizes={s: int(len(tensors[f"y_{s}"])) for s in SPLITS})
     save_tensors(out_path, tensors, meta)
-    log(f"[data] {name}: wrote {out_path} sizes={meta['sizes']}")
+    log.info(f"[data] {name}: wrote {out_path} sizes={meta['sizes']}")
     return meta
 
 
@@ -214,7 +217,7 @@ def subset_indices(n_total: int, n_train: int, seed: int) -> torch.Tensor:
     return torch.randperm(n_total, generator=generator("train-subset", seed))[:n_train].sort().values
 
 
-def _prepare_subset(name: str, subset: dict, data_cfg: dict, out_path, cache_root, log=print) -> dict:
+def _prepare_subset(name: str, subset: dict, data_cfg: dict, out_path, cache_root) -> dict:
     """``data.subsets.<name>``: a torchvision dataset whose training split is a seeded random subset.
 
     The validation split is carved from the full training set first (exactly as for
@@ -232,7 +235,7 @@ def _prepare_subset(name: str, subset: dict, data_cfg: dict, out_path, cache_roo
     ds = TORCHVISION_DATASETS[base]
     (xtr, ytr), (xte, yte) = _load_torchvision(
         ds, data_cfg.get("search_paths", DEFAULT_SEARCH_PATHS), Path(cache_root),
-        bool(data_cfg.get("download", True)), log)
+        bool(data_cfg.get("download", True)))
     xtr, ytr, xte, yte = map(torch.from_numpy, (xtr, ytr, xte, yte))
     xtr, ytr, xva, yva = split_train_val(xtr, ytr, val_size, split_seed)
     try:
@@ -251,7 +254,7 @@ def _prepare_subset(name: str, subset: dict, data_cfg: dict, out_path, cache_roo
             "val_size": val_size, "split_seed": split_seed,
             "sizes": {s: int(len(tensors[f"y_{s}"])) for s in SPLITS}}
     save_tensors(out_path, tensors, meta)
-    log(f"[data] {name} (subset of {base}): wrote {out_path} sizes={meta['sizes']}")
+    log.info(f"[data] {name} (subset of {base}): wrote {out_path} sizes={meta['sizes']}")
     return meta
 
 

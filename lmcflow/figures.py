@@ -91,7 +91,7 @@ def loss_barrier_raw_vs_calibrated(barriers: pd.DataFrame, definition: str = "en
     return fig
 
 
-# --------------------------------------------------------------------------- identifiability paper (issue 4)
+# --------------------------------------------------------------------------- identifiability paper
 import numpy as np  # noqa: E402
 
 
@@ -227,7 +227,7 @@ def barrier_vs_nu(coherence: pd.DataFrame, split: str = "test"):
     return g.figure
 
 
-# --------------------------------------------------------------------------- width paper: alignment and mechanism (issue 3)
+# --------------------------------------------------------------------------- width paper: alignment and mechanism
 METHOD_ORDER = ("identity", "weight_matching", "activation_matching", "random_permutation")
 
 

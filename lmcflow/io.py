@@ -13,11 +13,15 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from safetensors import SafetensorError
+
+if TYPE_CHECKING:  # torch is imported lazily where needed
+    import torch
 
 TABLE_SCHEMA_VERSION = 1
 
@@ -71,7 +75,9 @@ def sha256_file(path) -> str:
 
 def save_tensors(path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> str:
     """Save tensors as safetensors atomically; returns the file's SHA-256."""
-    from safetensors.torch import save_file  # lazy: table jobs import this module without torch
+    from safetensors.torch import (
+        save_file,  # lazy: table jobs import this module without torch
+    )
 
     meta = {"lmcflow": json.dumps(metadata or {}, sort_keys=True, default=_json_default)}
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}

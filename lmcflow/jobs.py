@@ -6,6 +6,7 @@ claims, figures) live in ``lmcflow.report_jobs``, which imports no torch.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import platform
 import time
@@ -13,15 +14,16 @@ from pathlib import Path
 
 import torch
 
-from lmcflow.config import Point
+from lmcflow.config import Point, lambda_grid
 from lmcflow.data import load_dataset, prepare_dataset
 from lmcflow.io import load_tensors, save_tensors
-from lmcflow.merging import evaluate_path, lambda_grid
+from lmcflow.merging import evaluate_path
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.seeding import derive_seed
-from lmcflow.report_jobs import job_log  # noqa: F401  (the compute scripts import it from here)
 from lmcflow.tables import point_columns, read_table, write_table
 from lmcflow.training import evaluate, resolve_device, train
+
+log = logging.getLogger(__name__)
 
 
 def set_threads(n: int) -> None:
@@ -29,8 +31,8 @@ def set_threads(n: int) -> None:
 
 
 # --------------------------------------------------------------------------- data
-def run_prepare_data(dataset: str, data_cfg: dict, out: str, cache_root: str, log=print) -> None:
-    prepare_dataset(dataset, data_cfg, out, cache_root, log=log)
+def run_prepare_data(dataset: str, data_cfg: dict, out: str, cache_root: str) -> None:
+    prepare_dataset(dataset, data_cfg, out, cache_root)
 
 
 # --------------------------------------------------------------------------- training
@@ -46,18 +48,17 @@ def init_model(spec: ModelSpec, seed: int) -> torch.nn.Module:
         return build_model(spec)
 
 
-def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: str, device: str = "auto",
-              log=print) -> dict:
+def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: str, device: str = "auto") -> dict:
     t0 = time.perf_counter()
     dev = resolve_device(device)
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = load_dataset(data_path).to(dev)
     spec = model_spec_for(point, data)
     model = init_model(spec, seed).to(dev)
-    log(f"[train] {point.study}/{point.point} seed={seed} arch={spec.arch} width={spec.width} "
+    log.info(f"[train] {point.study}/{point.point} seed={seed} arch={spec.arch} width={spec.width} "
         f"params={count_parameters(model)} device={dev}")
     state_path = Path(out_ckpt).with_name(Path(out_ckpt).stem + ".state.safetensors")
-    info = train(model, data, point.train, seed, dev, log=log, state_path=state_path)
+    info = train(model, data, point.train, seed, dev, state_path=state_path)
     metrics = {s: evaluate(model, data.x[s], data.y[s], data.task) for s in ("train", "val", "test")}
     meta = {"model_spec": spec.to_dict(), "study": point.study, "point": point.point, "seed": seed,
             "history": info["history"]}
@@ -69,7 +70,7 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
            "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
            "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")}
     write_table(out_row, "runs", [row])
-    log(f"[train] done: test acc={metrics['test']['acc']:.4f} loss={metrics['test']['loss']:.4f} "
+    log.info(f"[train] done: test acc={metrics['test']['acc']:.4f} loss={metrics['test']['loss']:.4f} "
         f"sha256={digest[:12]}")
     return row
 
@@ -91,7 +92,7 @@ def meta_hint(path) -> str:
 
 # --------------------------------------------------------------------------- merging
 def run_merge(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list,
-              data_path: str, out: str, device: str = "auto", log=print, alignment: list | None = None) -> None:
+              data_path: str, out: str, device: str = "auto", alignment: list | None = None) -> None:
     """Path θ(λ) = (1−λ)θ_A + λθ_B. For method ≠ identity, B is first permuted by the
     permutations of rule ``align`` (``alignment`` = [permutation file, alignment row], hash-verified);
     models with symmetry-breaking layers are then interpolated in dense form (W_eff)."""
@@ -101,21 +102,20 @@ def run_merge(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, 
         model, sd_a = load_checkpoint(ckpts[0], run_rows[0], dev)
         _, sd_b = load_checkpoint(ckpts[1], run_rows[1], dev)
     else:
-        model, model_b, _ = load_aligned_pair(point, method, seed_a, seed_b, ckpts, run_rows, alignment, dev,
-                                              log=log)
+        model, model_b, _ = load_aligned_pair(point, method, seed_a, seed_b, ckpts, run_rows, alignment, dev)
         # clones: evaluate_path loads each θ(λ) into ``model``, whose state_dict shares storage
         sd_a = {k: v.clone() for k, v in model.state_dict().items()}
         sd_b = {k: v.clone() for k, v in model_b.state_dict().items()}
     lambdas = lambda_grid(int(point.merge.get("lambdas", 11)))
-    log(f"[merge] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} λ grid={lambdas}")
+    log.info(f"[merge] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} λ grid={lambdas}")
     rows = evaluate_path(model, sd_a, sd_b, data, lambdas,
                          train_eval_size=point.merge.get("train_eval_size"),
-                         bn_reset_size=point.merge.get("bn_reset_size"), log=log)
+                         bn_reset_size=point.merge.get("bn_reset_size"))
     base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method}
     write_table(out, "interpolation", [{**base, **r} for r in rows])
 
 
-# --------------------------------------------------------------------------- identifiability paper (issue 4)
+# --------------------------------------------------------------------------- identifiability paper
 def _ident_imports():
     from lmcflow import identifiability as ident
     from lmcflow.config import analysis_params
@@ -124,7 +124,7 @@ def _ident_imports():
 
 
 def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_path: str, out_matching: str,
-                              out_lmc: str, device: str = "auto", log=print) -> None:
+                              out_lmc: str, device: str = "auto") -> None:
     """For every seed pair of a point: activation-matching objective per hidden layer, and unaligned vs
     aligned LMC on effective weights. ``ckpts`` / ``run_rows``: seed -> checkpoint / run-row path.
 
@@ -155,7 +155,7 @@ def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_pa
                                                 seed=f"{seed_a}-{seed_b}")
         matching += [{**base, "n_samples": len(x), **r} for r in layers]
         for r in layers:
-            log(f"[identifiability] pair ({seed_a},{seed_b}) layer {r['layer']}: optimal={r['optimal']:.4f} "
+            log.info(f"[identifiability] pair ({seed_a},{seed_b}) layer {r['layer']}: optimal={r['optimal']:.4f} "
                 f"identity={r['identity']:.4f} random={r['random_mean']:.4f} normalized={r['identity_normalized']:.3f}")
         perms, info = align("activation_matching", model_a, model_b, x)
         eff_a, eff_b = effective_state_dict(model_a), effective_state_dict(model_b)
@@ -167,12 +167,12 @@ def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_pa
         net = copy.deepcopy(model_a)  # evaluate_path loads every θ(λ) into it
         for method, sd_b in (("identity", eff_b), ("activation_matching", eff_b_aligned)):
             path = evaluate_path(net, eff_a, sd_b, data, lambdas, train_eval_size=point.merge.get("train_eval_size"),
-                                 bn_reset_size=point.merge.get("bn_reset_size"), log=lambda m: None)
+                                 bn_reset_size=point.merge.get("bn_reset_size"))
             ends[method] = [r["loss"] for r in path if r["lam"] == 1.0]
             for split in ("train", "test"):
                 row = ident.lmc_summary_row(path, split)
                 lmc.append({**base, "method": method, "matching_objective": objective[method], **row})
-                log(f"[identifiability] pair ({seed_a},{seed_b}) {method} {split}: error barrier (entezari)="
+                log.info(f"[identifiability] pair ({seed_a},{seed_b}) {method} {split}: error barrier (entezari)="
                     f"{row['error_barrier_entezari']:.4f} loss barrier={row['loss_barrier_entezari']:.4f} "
                     f"rel. acc barrier={row['relative_accuracy_barrier']:.4f}")
         # The permuted B is the same function as B: its endpoint losses must agree.
@@ -180,14 +180,14 @@ def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_pa
         if diff > 1e-4 * max(1.0, max(abs(v) for v in ends["identity"])):
             raise RuntimeError(f"the activation-matching permutation changed model B's function (endpoint loss "
                                f"differs by {diff:.3g}); the permutation spec misses a tensor")
-        log(f"[identifiability] {point.study}/{point.point} pair ({seed_a},{seed_b}) done in "
+        log.info(f"[identifiability] {point.study}/{point.point} pair ({seed_a},{seed_b}) done in "
             f"{time.perf_counter() - t0:.1f}s")
     write_table(out_matching, "identifiability", matching)
     write_table(out_lmc, "identifiability_lmc", lmc)
 
 
 def run_swap_costs(point: Point, ckpts: dict, run_rows: dict, data_path: str, out_summary: str,
-                   out_matrix: str, device: str = "auto", log=print) -> None:
+                   out_matrix: str, device: str = "auto") -> None:
     """Realization / swap costs of every hidden weight layer of each model of a point
     (``identifiability.swap_cost_analysis``); ``ckpts`` / ``run_rows``: seed -> path."""
     ident, analysis_params, ident_point_columns = _ident_imports()
@@ -205,14 +205,14 @@ def run_swap_costs(point: Point, ckpts: dict, run_rows: dict, data_path: str, ou
         matrix += [{**base, **r} for name, t in mats.items()
                    for r in ident.swap_cost_long(t, name, int(a["heatmap_units"]))]
         for r in rows:
-            log(f"[swap] {point.study}/{point.point} seed={seed} {r['layer']}: k={r['k']} "
+            log.info(f"[swap] {point.study}/{point.point} seed={seed} {r['layer']}: k={r['k']} "
                 f"median={r['swap_median']:.4g} frac_negative={r['swap_frac_negative']:.3f} "
                 f"relative={r['swap_median_relative']:.4g}")
     write_table(out_summary, "swap_costs", summary)
     write_table(out_matrix, "swap_matrix", matrix)
 
 
-def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict, out: str, log=print) -> None:
+def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict, out: str) -> None:
     """Subspace coherence ν of each point's inputs and the barriers of its interpolation curves.
 
     ν is measured on the principal subspace (``analysis.var_threshold`` of the variance) of the
@@ -244,17 +244,17 @@ def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict,
                          "loss_a": float(loss[0]), "loss_b": float(loss[-1]), "loss_mid": float(loss[mid]),
                          "regression_midpoint_barrier": ident.regression_midpoint_barrier(lam, loss),
                          "loss_barrier_midpoint": barriers(lam, loss)["midpoint"]})
-        log(f"[coherence] {p.study}/{p.point}: nu={geo['nu']:.4f} (k={geo['k']}, d={geo['d']})")
+        log.info(f"[coherence] {p.study}/{p.point}: nu={geo['nu']:.4f} (k={geo['k']}, d={geo['d']})")
     write_table(out, "coherence", rows)
 
 
-# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+# --------------------------------------------------------------------------- alignment and mechanism
 def _device_name(dev: torch.device) -> str:
     return f"{dev.type}:{torch.cuda.get_device_name(dev) if dev.type == 'cuda' else platform.processor() or platform.machine()}"
 
 
 def run_align(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list, data_path: str,
-              out_perms: str, out_row: str, device: str = "auto", log=print) -> dict:
+              out_perms: str, out_row: str, device: str = "auto") -> dict:
     """Permutations aligning model B to model A (``lmcflow.alignment.align``), saved as safetensors.
 
     Models with symmetry-breaking layers are aligned in dense form (W_eff, see
@@ -279,7 +279,7 @@ def run_align(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, 
     elif method == "weight_matching":
         kw["max_iter"] = int(ap["max_iter"])
     seed = derive_seed("align", point.study, point.point, method, seed_a, seed_b)
-    log(f"[align] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} dense_form={dense} "
+    log.info(f"[align] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} dense_form={dense} "
         f"samples={0 if x is None else len(x)} device={dev}")
     perms, info = align(method, model_a, model_b, x, seed=seed, **kw)
     n_units = sum(len(p) for p in perms.values())
@@ -295,14 +295,14 @@ def run_align(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, 
            "frac_unmoved": unmoved / max(1, n_units), "n_samples": 0 if x is None else len(x), "dense_form": dense,
            "permutation_file": str(out_perms), "permutation_sha256": digest, "device": _device_name(dev)}
     write_table(out_row, "alignment", [row])
-    log(f"[align] done: objective={row['objective']:.6g} (identity {row['objective_identity']:.6g}) "
+    log.info(f"[align] done: objective={row['objective']:.6g} (identity {row['objective_identity']:.6g}) "
         f"iterations={row['iterations']} unmoved={row['frac_unmoved']:.3f} {row['align_seconds']:.2f}s "
         f"sha256={digest[:12]}")
     return row
 
 
 def load_aligned_pair(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list,
-                      alignment: list | None, device, log=print) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
+                      alignment: list | None, device) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
     """(model A, model B permuted onto A, dense_form) for one seed pair and merge method.
 
     Checkpoints are hash-verified (``load_checkpoint``); for method ≠ identity ``alignment`` is
@@ -310,7 +310,12 @@ def load_aligned_pair(point: Point, method: str, seed_a: int, seed_b: int, ckpts
     method, and the file must match the SHA-256 recorded in it. Models with symmetry-breaking
     layers are returned in dense form (``alignment.to_dense_form``) for every method.
     """
-    from lmcflow.alignment import apply_permutation, load_permutations, permutation_spec, to_dense_form
+    from lmcflow.alignment import (
+        apply_permutation,
+        load_permutations,
+        permutation_spec,
+        to_dense_form,
+    )
 
     model_a, _ = load_checkpoint(ckpts[0], run_rows[0], device)
     model_b, _ = load_checkpoint(ckpts[1], run_rows[1], device)
@@ -329,13 +334,13 @@ def load_aligned_pair(point: Point, method: str, seed_a: int, seed_b: int, ckpts
     perms, _ = load_permutations(perm_path, expected_sha256=row["permutation_sha256"])
     sd_b = apply_permutation(permutation_spec(model_b), model_b.state_dict(), perms)
     model_b.load_state_dict(sd_b)
-    log(f"[align] applied {method} permutations from {perm_path} (sha256 {row['permutation_sha256'][:12]} ok, "
+    log.info(f"[align] applied {method} permutations from {perm_path} (sha256 {row['permutation_sha256'][:12]} ok, "
         f"{row['frac_unmoved']:.3f} of units unmoved)")
     return model_a, model_b, dense
 
 
 def run_mechanism(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list,
-                  data_path: str, out: str, device: str = "auto", log=print, alignment: list | None = None) -> None:
+                  data_path: str, out: str, device: str = "auto", alignment: list | None = None) -> None:
     """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of one
     (aligned) seed pair, per hidden layer on the λ grid (``lmcflow.mechanism.layer_metrics``).
 
@@ -351,8 +356,7 @@ def run_mechanism(point: Point, method: str, seed_a: int, seed_b: int, ckpts: li
     dev = resolve_device(device)
     mp = mechanism_params(point)
     data = load_dataset(data_path).to(dev)
-    model_a, model_b, dense = load_aligned_pair(point, method, seed_a, seed_b, ckpts, run_rows, alignment, dev,
-                                                log=log)
+    model_a, model_b, dense = load_aligned_pair(point, method, seed_a, seed_b, ckpts, run_rows, alignment, dev)
     x = data.x["test"][: int(mp["samples"])] if mp["samples"] else data.x["test"]
     bn = point.merge.get("bn_reset_size")
     x_bn = (data.x["train"][:bn] if bn else data.x["train"]) if has_batchnorm(model_a) else None
@@ -369,8 +373,8 @@ def run_mechanism(point: Point, method: str, seed_a: int, seed_b: int, ckpts: li
     write_table(out, "layer_metrics", out_rows)
     for r in out_rows:
         if abs(r["lam_paper"] - 0.5) < 1e-9:
-            log(f"[mechanism] layer {r['layer']} λ=½: lewc={r['lewc_cos']:.4f} llfc={r['llfc_cos']:.4f} "
+            log.info(f"[mechanism] layer {r['layer']} λ=½: lewc={r['lewc_cos']:.4f} llfc={r['llfc_cos']:.4f} "
                 f"weak_add={r['weak_additivity']:.4f} cross_ratio=({r['cross_ratio_a']:.3f},{r['cross_ratio_b']:.3f}) "
                 f"erank_rel=({r['erank_rel_a']:.3f},{r['erank_rel_b']:.3f}) jaccard={r['active_jaccard']:.3f}")
-    log(f"[mechanism] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method}: {len(out_rows)} rows "
+    log.info(f"[mechanism] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method}: {len(out_rows)} rows "
         f"in {time.perf_counter() - t0:.1f}s")

@@ -1,6 +1,7 @@
 """Linear interpolation between two trained models, evaluated along λ."""
 from __future__ import annotations
 
+import logging
 import time
 
 import torch
@@ -8,6 +9,8 @@ from torch import nn
 
 from lmcflow.metrics import cross_entropy_at, fit_inverse_temperature
 from lmcflow.training import metrics_from_outputs, predict, reset_bn_stats
+
+log = logging.getLogger(__name__)
 
 
 def interpolate_state(sd_a: dict, sd_b: dict, lam: float) -> dict:
@@ -27,12 +30,8 @@ def interpolate_state(sd_a: dict, sd_b: dict, lam: float) -> dict:
     return out
 
 
-def lambda_grid(n: int) -> list[float]:
-    return [round(i / (n - 1), 10) for i in range(n)]
-
-
 def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train_eval_size=None,
-                  bn_reset_size=None, reset_bn: bool = True, log=print) -> list[dict]:
+                  bn_reset_size=None, reset_bn: bool = True) -> list[dict]:
     """Loss/accuracy of θλ on train and test, raw and temperature-calibrated.
 
     For every λ one inverse temperature β is fitted on the validation split; the
@@ -63,7 +62,7 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
                          "error": 1.0 - m["acc"] if task == "classification" else float("nan"),
                          "calibrated_loss": cal, "beta": beta})
         test = rows[-1]
-        log(f"[merge] λ {i + 1}/{len(lambdas)} = {lam:.2f}: test loss={test['loss']:.4f} "
+        log.info(f"[merge] λ {i + 1}/{len(lambdas)} = {lam:.2f}: test loss={test['loss']:.4f} "
             f"err={test['error']:.4f} cal_loss={test['calibrated_loss']:.4f} β={beta:.3f} "
             f"({time.perf_counter() - t0:.1f}s)")
     return rows

@@ -11,8 +11,12 @@ with θλ = (1−λ)θ_a + λθ_b, so λ = 0 is model A and λ = 1 is model B.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # torch is imported lazily where needed
+    import torch
 
 BARRIER_DEFINITIONS = ("midpoint", "max_minus_mean", "entezari")
 
@@ -61,7 +65,9 @@ def fit_inverse_temperature(logits: torch.Tensor, y: torch.Tensor,
     optimum; logits are computed once by the caller and reused.
     """
     import torch.nn.functional as F
-    from scipy.optimize import minimize_scalar  # lazy: scipy costs ~0.6 s of every job's start-up
+    from scipy.optimize import (
+        minimize_scalar,  # lazy: scipy costs ~0.6 s of every job's start-up
+    )
 
     z = logits.detach().double()
     res = minimize_scalar(lambda t: F.cross_entropy(z * math.exp(t), y).item(),

@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
-from lmcflow.symmetry import make_conv2d, make_linear, make_gate
+from lmcflow.symmetry import make_conv2d, make_gate, make_linear
 
 ARCHITECTURES = ("mlp", "vgg11", "resnet20", "sum_relu")
 NORMS = ("none", "layernorm", "batchnorm", "groupnorm")

@@ -5,17 +5,22 @@ costs ~2.5 s of CPU per job, and the default run has ~60 of these small jobs.
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
-import time
-import traceback
+import logging
 from pathlib import Path
 
 from lmcflow import claims as claims_mod
 from lmcflow.config import Point
 from lmcflow.io import write_json
-from lmcflow.tables import barrier_rows, concat_tables, make_frame, read_table, write_table
+from lmcflow.tables import (
+    barrier_rows,
+    concat_tables,
+    make_frame,
+    read_table,
+    write_table,
+)
+
+log = logging.getLogger(__name__)
 
 
 class _LazyModule:
@@ -32,28 +37,6 @@ class _LazyModule:
 
 
 figures = _LazyModule("lmcflow.figures")
-
-
-@contextlib.contextmanager
-def job_log(path: str | None):
-    """Send stdout/stderr (and any traceback) of a job to its Snakemake log file."""
-    if not path:
-        yield print
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", buffering=1) as fh:
-        def log(msg: str) -> None:
-            fh.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
-
-        old = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = fh
-        try:
-            yield log
-        except BaseException:
-            fh.write(traceback.format_exc())
-            raise
-        finally:
-            sys.stdout, sys.stderr = old
 
 
 def run_concat(paths: list, kind: str, out: str) -> None:
@@ -75,11 +58,11 @@ def study_scale(points: list[Point]) -> dict:
     }
 
 
-def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str, log=print) -> dict:
+def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str) -> dict:
     tables = {kind: read_table(path, kind) for kind, path in table_paths.items()}
     result = claims_mod.evaluate_claim(cid, ccfg, tables, study_scale(points))
     write_json(out_json, result)
-    log(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {result['statistic']:.4g} "
+    log.info(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {result['statistic']:.4g} "
         f"[{result['ci_low']:.4g}, {result['ci_high']:.4g}], n_pairs={result['n_pairs']})")
     return result
 

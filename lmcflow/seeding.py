@@ -7,6 +7,10 @@ in any process on the same machine.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported lazily where needed
+    import torch
 
 
 def derive_seed(*parts: object) -> int:

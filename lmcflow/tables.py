@@ -55,7 +55,9 @@ def point_columns(point: Point) -> dict:
     if sym.get("kind", "standard") == "standard":
         sigma_f = 0.0
     else:
-        from lmcflow.symmetry import check_symmetry  # local: tables stay importable without torch
+        from lmcflow.symmetry import (
+            check_symmetry,  # local: tables stay importable without torch
+        )
 
         sigma_f = float(check_symmetry(sym)["sigma_f"])
     return {
@@ -66,11 +68,6 @@ def point_columns(point: Point) -> dict:
         "batch_size": int(t["batch_size"]), "symmetry": sym.get("kind", "standard"),
         "sigma_f": sigma_f,
     }
-
-
-def register_table(kind: str, columns: list[tuple[str, str]]) -> None:
-    """Declare a table (used by the alignment/identifiability modules for their tables)."""
-    TABLES[kind] = columns
 
 
 def make_frame(kind: str, rows: list[dict]) -> pd.DataFrame:
@@ -131,7 +128,7 @@ def barrier_rows(interp: pd.DataFrame) -> list[dict]:
 
 
 
-# --------------------------------------------------------------------------- identifiability paper tables (issue 4)
+# --------------------------------------------------------------------------- identifiability paper tables
 # Point columns plus the symmetry details and the dataset's nominal geometry, then per-table columns.
 IDENT_POINT_COLUMNS = POINT_COLUMNS + [
     ("mask_type", "string"), ("mask_density", "float64"), ("n_fixed", "string"), ("sigma_f_scale", "string"),
@@ -184,9 +181,12 @@ def ident_point_columns(point: Point, meta: dict | None = None) -> dict:
     ``meta`` is the prepared dataset's metadata: synthetic generators record ``k``, ``d``
     and (coherence) ``nu``; torchvision datasets give data_k = −1, data_d = prod(in_shape).
     """
-    from lmcflow.symmetry import check_symmetry  # local: tables must stay importable without torch models
     import json
     import math
+
+    from lmcflow.symmetry import (
+        check_symmetry,  # local: tables must stay importable without torch models
+    )
 
     sym = check_symmetry(point.model.get("symmetry"))
     masked = sym["kind"] in ("w_asymmetric", "syre")
@@ -206,7 +206,7 @@ def ident_point_columns(point: Point, meta: dict | None = None) -> dict:
     }
 
 
-# --------------------------------------------------------------------------- alignment and mechanism tables (issue 3)
+# --------------------------------------------------------------------------- alignment and mechanism tables
 TABLES.update({
     # one row per seed pair × alignment method (rule align); identity needs no alignment job
     "alignment": POINT_COLUMNS + PAIR_COLUMNS + [

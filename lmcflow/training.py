@@ -7,6 +7,7 @@ exactly the same sequence of batches and learning rates.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -18,6 +19,8 @@ from torch import nn
 
 from lmcflow.io import load_tensors, save_tensors
 from lmcflow.seeding import generator
+
+log = logging.getLogger(__name__)
 
 
 class DivergenceError(RuntimeError):
@@ -199,7 +202,7 @@ def load_state(path, model, opt, g_data: torch.Generator) -> tuple[int, list]:
 
 
 # --------------------------------------------------------------------------- training loop
-def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device, log=print,
+def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
           state_path: str | os.PathLike | None = None) -> dict:
     """Train ``model`` in place; returns the per-epoch history and timing.
 
@@ -223,7 +226,7 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device, lo
     start_epoch, history = 0, []
     if state_path is not None and Path(state_path).exists():
         start_epoch, history = load_state(state_path, model, opt, g_data)
-        log(f"[train] resumed from {state_path} after epoch {start_epoch}")
+        log.info(f"[train] resumed from {state_path} after epoch {start_epoch}")
     every = int(cfg.get("checkpoint_every", 0) or 0)
     t0 = time.perf_counter()
     for epoch in range(start_epoch, epochs):
@@ -258,7 +261,7 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device, lo
         row = {"epoch": epoch + 1, "train_loss": loss_sum.item() / n,
                "train_acc": (correct.item() / n) if task != "regression" else float("nan"), "lr": lr}
         history.append(row)
-        log(f"[train] epoch {epoch + 1}/{epochs} loss={row['train_loss']:.4f} acc={row['train_acc']:.4f} "
+        log.info(f"[train] epoch {epoch + 1}/{epochs} loss={row['train_loss']:.4f} acc={row['train_acc']:.4f} "
             f"lr={lr:.4g} elapsed={time.perf_counter() - t0:.1f}s")
         if state_path is not None and every and (epoch + 1) % every == 0 and epoch + 1 < epochs:
             save_state(state_path, model, opt, g_data, epoch + 1, history)

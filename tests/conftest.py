@@ -1,5 +1,3 @@
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +36,7 @@ def fmnist_path(tmp_path_factory):
     root = tmp_path_factory.mktemp("fmnist")
     out = root / "fashion_mnist.safetensors"
     prepare_dataset("fashion_mnist", {"search_paths": [str(FMNIST_DIR)], "download": False,
-                                      "val_size": 5000, "split_seed": 0}, out, root / "raw", log=lambda m: None)
+                                      "val_size": 5000, "split_seed": 0}, out, root / "raw")
     return out
 
 

@@ -1,4 +1,4 @@
-"""Alignment and mechanism jobs (issue 3): align → interpolate / mechanism through the job functions,
+"""Alignment and mechanism jobs: align → interpolate / mechanism through the job functions,
 with checkpoints and permutation files on disk, hash-verified."""
 from __future__ import annotations
 
@@ -7,17 +7,28 @@ import pandas as pd
 import pytest
 import torch
 
-from lmcflow.alignment import (apply_permutation, load_permutations, permutation_spec, random_permutation,
-                               to_dense_form)
+from lmcflow.alignment import (
+    apply_permutation,
+    load_permutations,
+    permutation_spec,
+    random_permutation,
+    to_dense_form,
+)
 from lmcflow.config import Point
 from lmcflow.io import CorruptFileError, load_tensors, save_tensors
-from lmcflow.jobs import load_aligned_pair, load_checkpoint, run_align, run_mechanism, run_merge, run_train
+from lmcflow.jobs import (
+    load_aligned_pair,
+    load_checkpoint,
+    run_align,
+    run_mechanism,
+    run_merge,
+    run_train,
+)
 from lmcflow.symmetry import effective_state_dict
 from lmcflow.tables import TABLES, barrier_rows, read_table, write_table
 from lmcflow.training import predict
 
 W_ASYM = {"kind": "w_asymmetric", "sigma_f": 1.0, "mask_seed": 3, "n_fixed": 0.25}
-QUIET = dict(log=lambda m: None)
 
 
 def make_point(symmetry=None, merge_extra=None):
@@ -44,7 +55,7 @@ def planted_pair(tmp_path, data_path, point):
     """Checkpoint A (trained one epoch) and B = A with its hidden units randomly permuted (dense form)."""
     ckpts = [tmp_path / "seed-0.safetensors", tmp_path / "seed-1.safetensors"]
     rows = [tmp_path / "seed-0.run.parquet", tmp_path / "seed-1.run.parquet"]
-    run_train(point, 0, data_path, ckpts[0], rows[0], device="cpu", **QUIET)
+    run_train(point, 0, data_path, ckpts[0], rows[0], device="cpu")
     model, _ = load_checkpoint(ckpts[0], rows[0], "cpu")
     spec = permutation_spec(model)
     perms, _ = random_permutation(spec, seed=11)
@@ -59,9 +70,9 @@ def planted_pair(tmp_path, data_path, point):
 def align_and_merge(tmp_path, point, method, ckpts, rows, data_path):
     perm, arow = tmp_path / f"{method}.safetensors", tmp_path / f"{method}.align.parquet"
     out = tmp_path / f"{method}.interp.parquet"
-    row = run_align(point, method, 0, 1, ckpts, rows, str(data_path), str(perm), str(arow), device="cpu", **QUIET)
+    row = run_align(point, method, 0, 1, ckpts, rows, str(data_path), str(perm), str(arow), device="cpu")
     run_merge(point, method, 0, 1, ckpts, rows, str(data_path), str(out), device="cpu",
-              alignment=[str(perm), str(arow)], **QUIET)
+              alignment=[str(perm), str(arow)])
     return row, read_table(out, "interpolation"), [str(perm), str(arow)]
 
 
@@ -82,7 +93,7 @@ def test_planted_permutation_gives_zero_barrier(tmp_path, data_path, symmetry, m
     assert b.value.abs().max() < 1e-5
     # without alignment the same pair is not connected bit for bit
     out = tmp_path / "identity.parquet"
-    run_merge(point, "identity", 0, 1, ckpts, rows, str(data_path), str(out), device="cpu", **QUIET)
+    run_merge(point, "identity", 0, 1, ckpts, rows, str(data_path), str(out), device="cpu")
     ident = read_table(out, "interpolation")
     ident = ident[ident.split == "test"].sort_values("lam")
     assert (ident.loss - ident.loss.iloc[0]).abs().max() > 1e-4
@@ -96,8 +107,8 @@ def test_random_permutation_job_is_function_preserving_and_seeded(tmp_path, data
     ends = interp[(interp.split == "test") & interp.lam.isin([0.0, 1.0])].sort_values("lam")
     ref = read_table(rows[0], "runs").iloc[0]
     assert abs(ends.loss.iloc[0] - ref.test_loss) < 1e-5 and abs(ends.loss.iloc[1] - ref.test_loss) < 1e-5
-    again = run_align(point, "random_permutation", 0, 1, ckpts, rows, str(data_path), str(tmp_path / "r2.st"),
-                      str(tmp_path / "r2.parquet"), device="cpu", **QUIET)
+    run_align(point, "random_permutation", 0, 1, ckpts, rows, str(data_path), str(tmp_path / "r2.st"),
+                      str(tmp_path / "r2.parquet"), device="cpu")
     p1, p2 = load_permutations(alignment[0])[0], load_permutations(tmp_path / "r2.st")[0]
     assert p1.keys() == p2.keys() and all(torch.equal(p1[g], p2[g]) for g in p1)  # seeded per point and pair
 
@@ -123,10 +134,9 @@ def test_activation_matching_on_trained_w_asymmetric_models_preserves_b(tmp_path
     ckpts = [str(tmp_path / f"seed-{s}.safetensors") for s in (0, 1)]
     rows = [str(tmp_path / f"seed-{s}.run.parquet") for s in (0, 1)]
     for s in (0, 1):
-        run_train(point, s, data_path, ckpts[s], rows[s], device="cpu", **QUIET)
+        run_train(point, s, data_path, ckpts[s], rows[s], device="cpu")
     perm, arow = str(tmp_path / "am.safetensors"), str(tmp_path / "am.parquet")
-    row = run_align(point, "activation_matching", 0, 1, ckpts, rows, str(data_path), perm, arow, device="cpu",
-                    **QUIET)
+    row = run_align(point, "activation_matching", 0, 1, ckpts, rows, str(data_path), perm, arow, device="cpu")
     assert row["dense_form"] and 0 < row["objective"] <= 1 and row["n_samples"] == 512
     model_a, model_b, dense = load_aligned_pair(point, "activation_matching", 0, 1, ckpts, rows, [perm, arow], "cpu")
     original_b, _ = load_checkpoint(ckpts[1], rows[1], "cpu")
@@ -144,7 +154,7 @@ def test_mechanism_job_on_planted_pair(tmp_path, data_path):
     _, _, alignment = align_and_merge(tmp_path, point, "weight_matching", ckpts, rows, data_path)
     out = tmp_path / "mech.parquet"
     run_mechanism(point, "weight_matching", 0, 1, ckpts, rows, str(data_path), str(out), device="cpu",
-                  alignment=alignment, **QUIET)
+                  alignment=alignment)
     lm = read_table(out, "layer_metrics")
     assert list(lm.columns) == [c for c, _ in TABLES["layer_metrics"]]
     assert len(lm) == 2 * 5 and set(lm.layer) == {1, 2} and (lm.n_samples == 200).all()
@@ -153,7 +163,6 @@ def test_mechanism_job_on_planted_pair(tmp_path, data_path):
     assert np.allclose(lm.lewc_cos, 1, atol=1e-6) and np.allclose(lm.llfc_cos, 1, atol=1e-6)
     assert np.allclose(lm.active_jaccard, 1) and np.allclose(lm.erank_a, lm.erank_b)
     # unaligned: the same pair is far from LLFC in layer 2
-    run_mechanism(point, "identity", 0, 1, ckpts, rows, str(data_path), str(tmp_path / "m0.parquet"), device="cpu",
-                  **QUIET)
+    run_mechanism(point, "identity", 0, 1, ckpts, rows, str(data_path), str(tmp_path / "m0.parquet"), device="cpu")
     m0 = read_table(tmp_path / "m0.parquet", "layer_metrics")
     assert m0[(m0.layer == 2) & (m0.lam_paper == 0.5)].llfc_cos.iloc[0] < 0.999

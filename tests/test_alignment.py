@@ -5,14 +5,23 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmcflow.alignment import (METHODS, activation_matching, align, apply_permutation, identity,
-                               load_permutations, permutation_spec, random_permutation, save_permutations,
-                               weight_matching, weight_matching_objective)
+from lmcflow.alignment import (
+    METHODS,
+    activation_matching,
+    align,
+    apply_permutation,
+    identity,
+    load_permutations,
+    permutation_spec,
+    random_permutation,
+    save_permutations,
+    weight_matching,
+    weight_matching_objective,
+)
 from lmcflow.correlation import feature_correlations
 from lmcflow.merging import interpolate_state
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.training import reset_bn_stats
-
 
 IN_SHAPE = {"mlp": (1, 6, 6), "vgg11": (3, 16, 16), "resnet20": (3, 12, 12)}
 

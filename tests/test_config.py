@@ -56,7 +56,7 @@ BAD = {
     "too few seeds for a claim": (lambda c: c["studies"]["width"].update(seeds=[0, 1]), ConfigError, "seed pairs"),
     "even λ grid": (lambda c: c["defaults"]["merge"].update(lambdas=4), ConfigError, "merge.lambdas"),
     "duplicate seeds": (lambda c: c["studies"]["width"].update(seeds=[0, 0, 1]), ConfigError, "distinct"),
-    # alignment and mechanism (issue 3)
+    # alignment and mechanism
     "unknown merge method": (lambda c: c["studies"]["width"]["merge"].update(methods=["identity", "git_rebasin"]), jsonschema.ValidationError, "git_rebasin"),
     "alignment.at names no setting": (lambda c: c["studies"]["width"]["merge"]["alignment"].update(at={"model.widht": [1.0]}), ConfigError, "model.widht"),
     "alignment.at matches no point": (lambda c: c["studies"]["width"]["merge"]["alignment"].update(at={"model.width": [3.0]}), ConfigError, "matches no point"),
@@ -65,7 +65,7 @@ BAD = {
     "mechanism λ without ½": (lambda c: c["studies"]["width"]["analysis"]["mechanism"].update(lambdas=[0.0, 0.25, 1.0]), ConfigError, "λ = 0.5"),
     "claim arm not trained": (lambda c: c["claims"]["weight-decay"].update(weak_weight_decay=1e-5), ConfigError, "weak_weight_decay"),
     "claim method not aligned there": (lambda c: c["studies"]["width"]["merge"]["alignment"].update(at={"model.width": [1.0]}), ConfigError, "narrowest"),
-    # identifiability paper (issue 4)
+    # identifiability paper
     "unknown symmetry key": (lambda c: c["defaults"]["model"]["symmetry"].update(sigma=1.0), jsonschema.ValidationError, "sigma"),
     "n_fixed fraction above 1": (lambda c: c["defaults"]["model"].update(symmetry={"kind": "w_asymmetric", "n_fixed": 1.5}), jsonschema.ValidationError, "1.5"),
     "unknown mask_type": (lambda c: c["defaults"]["model"].update(symmetry={"kind": "w_asymmetric", "mask_type": "dense"}), jsonschema.ValidationError, "dense"),

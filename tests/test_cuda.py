@@ -15,15 +15,21 @@ import torch
 from lmcflow.alignment import load_permutations, permutation_spec, weight_matching
 from lmcflow.config import Point
 from lmcflow.io import load_tensors, save_tensors
-from lmcflow.jobs import (load_checkpoint, run_align, run_identifiability_point, run_mechanism, run_merge,
-                          run_swap_costs, run_train)
+from lmcflow.jobs import (
+    load_checkpoint,
+    run_align,
+    run_identifiability_point,
+    run_mechanism,
+    run_merge,
+    run_swap_costs,
+    run_train,
+)
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.symmetry import effective_state_dict
 from lmcflow.tables import read_table
 from lmcflow.training import evaluate, predict, resolve_device
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-QUIET = dict(log=lambda m: None)
 CUDA, CPU = "cuda", "cpu"
 W_ASYM = {"kind": "w_asymmetric", "sigma_f": 1.0, "mask_seed": 3, "n_fixed": 0.25}
 
@@ -70,7 +76,7 @@ def _train_pair(point, data, tmp_path, device):
     ckpts = [str(tmp_path / f"{device}-seed-{s}.safetensors") for s in point.seeds]
     rows = [str(tmp_path / f"{device}-seed-{s}.parquet") for s in point.seeds]
     for s, c, r in zip(point.seeds, ckpts, rows):
-        run_train(point, s, data, c, r, device=device, **QUIET)
+        run_train(point, s, data, c, r, device=device)
     return ckpts, rows
 
 
@@ -139,17 +145,17 @@ def test_merge_align_mechanism_jobs_match_cpu(tmp_path, vector_data, image_data,
     tables = {}
     for dev in (CPU, CUDA):
         out = {}
-        run_merge(point, "identity", 0, 1, ckpts, rows, data, str(tmp_path / f"{dev}-id.parquet"), device=dev, **QUIET)
+        run_merge(point, "identity", 0, 1, ckpts, rows, data, str(tmp_path / f"{dev}-id.parquet"), device=dev)
         out["identity"] = read_table(tmp_path / f"{dev}-id.parquet", "interpolation")
         for method in ("weight_matching", "activation_matching"):
             perm, arow = str(tmp_path / f"{dev}-{method}.st"), str(tmp_path / f"{dev}-{method}.parquet")
-            run_align(point, method, 0, 1, ckpts, rows, data, perm, arow, device=dev, **QUIET)
+            run_align(point, method, 0, 1, ckpts, rows, data, perm, arow, device=dev)
             out[f"{method}-perms"] = load_permutations(perm)[0]
             interp = str(tmp_path / f"{dev}-{method}-interp.parquet")
-            run_merge(point, method, 0, 1, ckpts, rows, data, interp, device=dev, alignment=[perm, arow], **QUIET)
+            run_merge(point, method, 0, 1, ckpts, rows, data, interp, device=dev, alignment=[perm, arow])
             out[method] = read_table(interp, "interpolation")
         mech = str(tmp_path / f"{dev}-mech.parquet")
-        run_mechanism(point, "identity", 0, 1, ckpts, rows, data, mech, device=dev, **QUIET)
+        run_mechanism(point, "identity", 0, 1, ckpts, rows, data, mech, device=dev)
         out["mechanism"] = read_table(mech, "layer_metrics")
         tables[dev] = out
     cpu, gpu = tables[CPU], tables[CUDA]
@@ -169,8 +175,8 @@ def test_identifiability_jobs_match_cpu(tmp_path, vector_data):
     for dev in (CPU, CUDA):
         m, lmc = str(tmp_path / f"{dev}-m.parquet"), str(tmp_path / f"{dev}-l.parquet")
         s, t = str(tmp_path / f"{dev}-s.parquet"), str(tmp_path / f"{dev}-t.parquet")
-        run_identifiability_point(point, ck, rw, vector_data, m, lmc, device=dev, **QUIET)
-        run_swap_costs(point, ck, rw, vector_data, s, t, device=dev, **QUIET)
+        run_identifiability_point(point, ck, rw, vector_data, m, lmc, device=dev)
+        run_swap_costs(point, ck, rw, vector_data, s, t, device=dev)
         got[dev] = [read_table(m, "identifiability"), read_table(lmc, "identifiability_lmc"),
                     read_table(s, "swap_costs"), read_table(t, "swap_matrix")]
     for a, b in zip(got[CPU], got[CUDA]):

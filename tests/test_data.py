@@ -4,7 +4,12 @@ import shutil
 import pytest
 import torch
 
-from lmcflow.data import DataNotFoundError, load_dataset, prepare_dataset, split_train_val
+from lmcflow.data import (
+    DataNotFoundError,
+    load_dataset,
+    prepare_dataset,
+    split_train_val,
+)
 
 pytestmark = pytest.mark.fmnist
 
@@ -38,7 +43,7 @@ def test_uncompressed_files_in_torchvision_layout(tmp_path):
         with gzip.open(f"/usr/share/datasets/fashion-mnist/{f}.gz") as fin, open(raw / f, "wb") as fout:
             shutil.copyfileobj(fin, fout)
     meta = prepare_dataset("fashion_mnist", {"search_paths": [str(tmp_path)], "download": False, "val_size": 100},
-                           tmp_path / "fm.safetensors", tmp_path / "cache", log=lambda m: None)
+                           tmp_path / "fm.safetensors", tmp_path / "cache")
     assert meta["sizes"] == {"train": 59900, "val": 100, "test": 10000}
 
 

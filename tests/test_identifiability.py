@@ -8,10 +8,21 @@ import torch
 from torch import nn
 
 from lmcflow.correlation import feature_correlations
-from lmcflow.identifiability import (activation_matching_rows, coherence_row, layer_inputs, matching_objective,
-                                     path_barrier_row, principal_subspace, realization_costs,
-                                     regression_midpoint_barrier, subspace_coherence, swap_cost_analysis,
-                                     swap_cost_long, swap_costs, swap_summary)
+from lmcflow.identifiability import (
+    activation_matching_rows,
+    coherence_row,
+    layer_inputs,
+    matching_objective,
+    path_barrier_row,
+    principal_subspace,
+    realization_costs,
+    regression_midpoint_barrier,
+    subspace_coherence,
+    swap_cost_analysis,
+    swap_cost_long,
+    swap_costs,
+    swap_summary,
+)
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.symmetry import effective_weight, make_conv2d
 

@@ -1,4 +1,4 @@
-"""Identifiability jobs (issue 4) without Snakemake: per-point analyses on tiny trained models, the claims
+"""Identifiability jobs without Snakemake: per-point analyses on tiny trained models, the claims
 on constructed tables, and the training-subset datasets."""
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from lmcflow.claims import REGISTRY, evaluate_claim
 from lmcflow.config import Point
 from lmcflow.data import load_dataset, prepare_dataset, subset_indices
 from lmcflow.io import save_tensors
-from lmcflow.jobs import run_coherence_table, run_identifiability_point, run_merge, run_swap_costs, run_train
+from lmcflow.jobs import (
+    run_coherence_table,
+    run_identifiability_point,
+    run_merge,
+    run_swap_costs,
+    run_train,
+)
 from lmcflow.tables import IDENT_POINT_COLUMNS, TABLES, read_table, write_table
 
 TRAIN = {"optimizer": "adamw", "lr": 3e-3, "weight_decay": 0.0, "epochs": 2, "batch_size": 64,
@@ -28,7 +34,7 @@ def _train_all(point, data_path, tmp_path):
     ckpts, rows = {}, {}
     for s in point.seeds:
         ckpts[s], rows[s] = str(tmp_path / f"m{s}.safetensors"), str(tmp_path / f"m{s}.parquet")
-        run_train(point, s, str(data_path), ckpts[s], rows[s], device="cpu", log=lambda m: None)
+        run_train(point, s, str(data_path), ckpts[s], rows[s], device="cpu")
     return ckpts, rows
 
 
@@ -37,7 +43,7 @@ def gs_data(tmp_path_factory):
     path = tmp_path_factory.mktemp("gs") / "gs.safetensors"
     prepare_dataset("gs", {"val_size": 0, "split_seed": 0, "synthetic": {"gs": {
         "generator": "gaussian_subspace", "classes": 4, "d": 12, "k": 3, "n_train": 300, "n_val": 100,
-        "n_test": 100}}}, path, "unused", log=lambda m: None)
+        "n_test": 100}}}, path, "unused")
     return path
 
 
@@ -49,7 +55,7 @@ def test_identifiability_point_mlp(gs_data, tmp_path):
     point = _point("s", MLP, {"identifiability": True, "n_random": 5, "n_samples": 200}, seeds=(0, 1, 2))
     ckpts, rows = _train_all(point, gs_data, tmp_path)
     run_identifiability_point(point, ckpts, rows, str(gs_data), str(tmp_path / "m.parquet"),
-                              str(tmp_path / "l.parquet"), device="cpu", log=lambda m: None)
+                              str(tmp_path / "l.parquet"), device="cpu")
     m = read_table(tmp_path / "m.parquet", "identifiability")
     assert len(m) == 3 * 2 and set(m.layer) == {0, 1} and (m.n_samples == 200).all()
     assert (m.optimal + 1e-6 >= m.identity).all() and (m.data_k == 3).all() and (m.n_fixed == "0.25").all()
@@ -68,7 +74,7 @@ def test_swap_costs_point(gs_data, tmp_path):
     point = _point("s", MLP, {"swap_costs": True, "n_samples": 200, "heatmap_units": 5})
     ckpts, rows = _train_all(point, gs_data, tmp_path)
     run_swap_costs(point, ckpts, rows, str(gs_data), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
-                   device="cpu", log=lambda m: None)
+                   device="cpu")
     s = read_table(tmp_path / "s.parquet", "swap_costs")
     assert sorted(s.layer.unique()) == ["layers.0", "layers.1"] and len(s) == 4
     assert (s.k[s.layer == "layers.0"] <= 3).all()  # the data span k = 3 dimensions
@@ -94,11 +100,11 @@ def test_identifiability_point_resnet20_groupnorm(tmp_path):
     point.train["epochs"] = 1
     ckpts, rows = _train_all(point, data_path, tmp_path)
     run_identifiability_point(point, ckpts, rows, str(data_path), str(tmp_path / "m.parquet"),
-                              str(tmp_path / "l.parquet"), device="cpu", log=lambda m: None)
+                              str(tmp_path / "l.parquet"), device="cpu")
     m = read_table(tmp_path / "m.parquet", "identifiability")
     assert len(m) == 19  # stem + 2 features per block × 9 blocks
     run_swap_costs(point, ckpts, rows, str(data_path), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
-                   device="cpu", log=lambda m: None)
+                   device="cpu")
     assert len(read_table(tmp_path / "s.parquet", "swap_costs")) == 2 * 21  # 19 convs + 2 shortcuts
 
 
@@ -108,7 +114,7 @@ def test_coherence_table_from_interpolation(tmp_path):
         paths[f"c{m}"] = tmp_path / f"c{m}.safetensors"
         prepare_dataset(f"c{m}", {"val_size": 0, "split_seed": 0, "synthetic": {f"c{m}": {
             "generator": "coherence", "m": m, "d": 10, "n_train": 300, "n_val": 50, "n_test": 100}}},
-            paths[f"c{m}"], "unused", log=lambda msg: None)
+            paths[f"c{m}"], "unused")
     model = {"arch": "sum_relu", "width": 1.0, "base_width": 8, "bias": True, "activation": "relu",
              "symmetry": {"kind": "w_asymmetric", "sigma_f": 0.0, "mask_type": "bernoulli", "mask_density": 0.3}}
     merges, points = [], []
@@ -119,13 +125,12 @@ def test_coherence_table_from_interpolation(tmp_path):
         ckpts, rows = _train_all(p, paths[ds], tmp_path / ds)
         out = tmp_path / f"{ds}.merge.parquet"
         run_merge(p, "identity", 0, 1, [ckpts[0], ckpts[1]], [rows[0], rows[1]], str(paths[ds]), str(out),
-                  device="cpu", log=lambda msg: None)
+                  device="cpu")
         merges.append(read_table(out, "interpolation"))
         points.append(p)
     interp = tmp_path / "interp.parquet"
     write_table(interp, "interpolation", pd.concat(merges, ignore_index=True))
-    run_coherence_table(points, str(interp), {k: str(v) for k, v in paths.items()}, str(tmp_path / "coh.parquet"),
-                        log=lambda msg: None)
+    run_coherence_table(points, str(interp), {k: str(v) for k, v in paths.items()}, str(tmp_path / "coh.parquet"))
     coh = read_table(tmp_path / "coh.parquet", "coherence")
     assert len(coh) == 2 * 2  # 2 points × 1 pair × 2 splits
     assert np.allclose(sorted(coh.nu.unique()), [0.2, 1.0]) and np.allclose(coh.nu, coh.data_nu)
@@ -144,7 +149,7 @@ def test_subset_indices_seeded_and_sorted():
 def test_fashion_mnist_subset_shares_val_and_test(tmp_path):
     cfg = {"search_paths": ["/usr/share/datasets/fashion-mnist"], "download": False, "val_size": 5000,
            "split_seed": 0, "subsets": {"fm1k": {"base": "fashion_mnist", "n_train": 1000}}}
-    prepare_dataset("fm1k", cfg, tmp_path / "fm1k.safetensors", tmp_path / "raw", log=lambda m: None)
+    prepare_dataset("fm1k", cfg, tmp_path / "fm1k.safetensors", tmp_path / "raw")
     d = load_dataset(tmp_path / "fm1k.safetensors")
     assert {s: len(d.y[s]) for s in d.y} == {"train": 1000, "val": 5000, "test": 10000}
     assert d.meta["base"] == "fashion_mnist" and abs(float(d.x["train"].mean())) < 1e-4

@@ -4,7 +4,14 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from lmcflow.io import CorruptFileError, atomic_path, load_tensors, read_parquet, save_tensors, write_parquet
+from lmcflow.io import (
+    CorruptFileError,
+    atomic_path,
+    load_tensors,
+    read_parquet,
+    save_tensors,
+    write_parquet,
+)
 
 
 def test_atomic_path_leaves_nothing_on_failure(tmp_path):

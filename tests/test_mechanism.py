@@ -7,11 +7,20 @@ import pytest
 import torch
 from torch import nn
 
-from lmcflow.mechanism import (active_units, gaussian_weak_additivity, layer_metrics, lewc_rows,
-                               neuron_activity_rows, paper_interpolation, per_sample_cosine, rank_stats,
-                               reciprocal_orthogonality_rows, weak_additivity_rows, weight_rank_rows)
+from lmcflow.mechanism import (
+    active_units,
+    gaussian_weak_additivity,
+    layer_metrics,
+    lewc_rows,
+    neuron_activity_rows,
+    paper_interpolation,
+    per_sample_cosine,
+    rank_stats,
+    reciprocal_orthogonality_rows,
+    weak_additivity_rows,
+    weight_rank_rows,
+)
 from lmcflow.models import ModelSpec, build_model
-
 
 D_IN, HALF, DEPTH = 12, 8, 3
 LAMS = [0.0, 0.25, 0.5, 0.8, 1.0]

@@ -1,7 +1,8 @@
-"""Width-paper alignment and mechanism claims (issue 3) on hand-made tables: each verdict is reachable,
+"""Width-paper alignment and mechanism claims on hand-made tables: each verdict is reachable,
 and only the selected weight-decay arm is read."""
 import copy
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,6 @@ from lmcflow.claims import REGISTRY
 from lmcflow.config import ConfigError, check_semantics, expand_points
 from lmcflow.data import dataset_names
 from lmcflow.models import ARCHITECTURES
-from pathlib import Path
 
 TINY = yaml.safe_load((Path(__file__).resolve().parent / "configs/tiny.yaml").read_text())
 

@@ -1,6 +1,7 @@
 import torch
 
-from lmcflow.merging import evaluate_path, interpolate_state, lambda_grid
+from lmcflow.config import lambda_grid
+from lmcflow.merging import evaluate_path, interpolate_state
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.training import predict, reset_bn_stats
 
@@ -53,7 +54,7 @@ def test_bn_reset_uses_exact_average():
 def test_evaluate_path_rows(small_data):
     spec = ModelSpec("mlp", (20,), 4, width=0.05, depth=1)
     a, b = _pair(spec)
-    rows = evaluate_path(build_model(spec), a.state_dict(), b.state_dict(), small_data, [0, 0.5, 1], log=lambda m: None)
+    rows = evaluate_path(build_model(spec), a.state_dict(), b.state_dict(), small_data, [0, 0.5, 1])
     assert len(rows) == 6 and {r["split"] for r in rows} == {"train", "test"}
     for r in rows:
         assert r["beta"] > 0 and 0 < r["calibrated_loss"] < float("inf")

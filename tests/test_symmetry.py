@@ -15,8 +15,18 @@ from torch import nn
 from lmcflow.io import load_tensors, save_tensors
 from lmcflow.merging import interpolate_state
 from lmcflow.models import ModelSpec, build_model
-from lmcflow.symmetry import (AsymConv2d, AsymLinear, check_symmetry, effective_state_dict, effective_weight,
-                              fixed_entry_count, make_conv2d, make_gate, make_linear, resolve_n_fixed)
+from lmcflow.symmetry import (
+    AsymConv2d,
+    AsymLinear,
+    check_symmetry,
+    effective_state_dict,
+    effective_weight,
+    fixed_entry_count,
+    make_conv2d,
+    make_gate,
+    make_linear,
+    resolve_n_fixed,
+)
 
 W_ASYM = {"kind": "w_asymmetric", "sigma_f": 1.0, "mask_seed": 7, "n_fixed": [5, 6, 4], "sigma_f_scale": [1, 0.5, 0.25]}
 
@@ -147,7 +157,7 @@ def test_training_loop_keeps_fixed_entries():
     offsets = {n: b.clone() for n, b in model.named_buffers() if n.endswith("offset")}
     cfg = {"optimizer": "sgd", "lr": 0.2, "momentum": 0.9, "weight_decay": 5e-3, "epochs": 2, "batch_size": 64,
            "schedule": "cosine", "warmup_epochs": 0, "augment": "none", "precision": "fp32"}
-    train(model, data, cfg, seed=0, device=torch.device("cpu"), log=lambda *_: None)
+    train(model, data, cfg, seed=0, device=torch.device("cpu"))
     for name, mod in model.named_modules():
         if isinstance(mod, AsymLinear):
             fixed = mod.mask == 0

@@ -5,8 +5,17 @@ import pytest
 import torch
 
 from lmcflow.data import SYNTHETIC_DATASETS, load_dataset, prepare_dataset
-from lmcflow.identifiability import intrinsic_dimension, principal_subspace, subspace_coherence
-from lmcflow.synthetic import coherence, coherence_embedding, gaussian_subspace, gaussian_subspace_task
+from lmcflow.identifiability import (
+    intrinsic_dimension,
+    principal_subspace,
+    subspace_coherence,
+)
+from lmcflow.synthetic import (
+    coherence,
+    coherence_embedding,
+    gaussian_subspace,
+    gaussian_subspace_task,
+)
 
 GS = {"classes": 5, "k": 6, "d": 40, "separation": 1.5, "n_train": 600, "n_val": 100, "n_test": 200}
 
@@ -107,8 +116,8 @@ def test_prepare_dataset_round_trip(tmp_path):
     cfg = {"synthetic": {"gsub_k4": {"generator": "gaussian_subspace", **GS, "k": 4},
                          "coh_m2": {"generator": "coherence", "m": 2, "embedding": "random_tight_frame",
                                     "n_train": 100, "n_val": 20, "n_test": 30}}}
-    prepare_dataset("gsub_k4", cfg, tmp_path / "g.safetensors", tmp_path, log=lambda *_: None)
-    prepare_dataset("coh_m2", cfg, tmp_path / "c.safetensors", tmp_path, log=lambda *_: None)
+    prepare_dataset("gsub_k4", cfg, tmp_path / "g.safetensors", tmp_path)
+    prepare_dataset("coh_m2", cfg, tmp_path / "c.safetensors", tmp_path)
     g, c = load_dataset(tmp_path / "g.safetensors"), load_dataset(tmp_path / "c.safetensors")
     assert g.in_shape == (40,) and g.num_classes == 5 and g.task == "classification"
     assert c.task == "regression" and c.num_classes == 1 and c.meta["nu"] == 0.5

@@ -1,3 +1,5 @@
+import logging
+
 import pytest
 import torch
 
@@ -9,7 +11,6 @@ CFG = dict(optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=1e-3, epochs=3, 
            schedule="cosine", warmup_epochs=0, augment="none", precision="fp32", checkpoint_every=1)
 SPEC = ModelSpec("mlp", (20,), 4, width=0.1, depth=2)
 CPU = torch.device("cpu")
-quiet = lambda m: None  # noqa: E731
 
 
 def _weights(m):
@@ -20,43 +21,50 @@ def test_same_seed_gives_identical_weights(small_data):
     runs = []
     for _ in range(2):
         m = init_model(SPEC, seed=7)
-        train(m, small_data, CFG, seed=7, device=CPU, log=quiet)
+        train(m, small_data, CFG, seed=7, device=CPU)
         runs.append(_weights(m))
     assert all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])
     other = init_model(SPEC, seed=8)
-    train(other, small_data, CFG, seed=8, device=CPU, log=quiet)
+    train(other, small_data, CFG, seed=8, device=CPU)
     assert not torch.equal(runs[0]["layers.0.weight"], other.state_dict()["layers.0.weight"])
 
 
 def test_training_learns(small_data):
     m = init_model(SPEC, seed=0)
-    info = train(m, small_data, dict(CFG, epochs=5), seed=0, device=CPU, log=quiet)
+    info = train(m, small_data, dict(CFG, epochs=5), seed=0, device=CPU)
     assert info["history"][-1]["train_acc"] > 0.8 > info["history"][0]["train_acc"] - 0.5
 
 
-def test_resume_after_interruption_is_bit_identical(small_data, tmp_path):
+def test_resume_after_interruption_is_bit_identical(small_data, tmp_path, caplog):
     ref = init_model(SPEC, seed=3)
-    train(ref, small_data, CFG, seed=3, device=CPU, log=quiet)
+    train(ref, small_data, CFG, seed=3, device=CPU)
 
     class Killed(Exception):
         pass
 
     state = tmp_path / "m.state.safetensors"
     m = init_model(SPEC, seed=3)
-    calls = []
 
-    def kill_after_two_epochs(msg):
-        calls.append(msg)
-        if sum("epoch" in c and "/3" in c for c in calls) == 2 and state.exists():
-            raise Killed
+    class KillAfterTwoEpochs(logging.Handler):  # the training loop logs one line per epoch
+        def emit(self, record):
+            if record.getMessage().startswith("[train] epoch 2/3") and state.exists():
+                raise Killed
 
-    with pytest.raises(Killed):
-        train(m, small_data, CFG, seed=3, device=CPU, log=kill_after_two_epochs, state_path=state)
+    killer = KillAfterTwoEpochs()
+    training_log = logging.getLogger("lmcflow.training")
+    training_log.addHandler(killer)
+    training_log.setLevel(logging.INFO)
+    try:
+        with pytest.raises(Killed):
+            train(m, small_data, CFG, seed=3, device=CPU, state_path=state)
+    finally:
+        training_log.removeHandler(killer)
+        training_log.setLevel(logging.NOTSET)
     assert state.exists()
     fresh = init_model(SPEC, seed=3)  # a new process would start from scratch weights
-    msgs = []
-    train(fresh, small_data, CFG, seed=3, device=CPU, log=msgs.append, state_path=state)
-    assert any("resumed" in s for s in msgs)
+    with caplog.at_level(logging.INFO, logger="lmcflow.training"):
+        train(fresh, small_data, CFG, seed=3, device=CPU, state_path=state)
+    assert any("resumed" in r.getMessage() for r in caplog.records)
     assert not state.exists()
     assert all(torch.equal(v, fresh.state_dict()[k]) for k, v in ref.state_dict().items())
 
@@ -66,7 +74,7 @@ def test_divergence_stops_with_clear_error(small_data):
     with torch.no_grad():
         m.layers[0].weight[0, 0] = float("nan")
     with pytest.raises(DivergenceError, match=r"epoch 1/3, step 1/.*lr="):
-        train(m, small_data, CFG, seed=0, device=CPU, log=quiet)
+        train(m, small_data, CFG, seed=0, device=CPU)
 
 
 def test_lr_schedules():

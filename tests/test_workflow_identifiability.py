@@ -1,4 +1,4 @@
-"""End to end: the identifiability studies (issue 4) on a tiny synthetic config in a temp directory."""
+"""End to end: the identifiability studies on a tiny synthetic config in a temp directory."""
 import json
 from pathlib import Path
 

@@ -1,12 +1,17 @@
 # Helpers shared by every rule file: config validation, point expansion, paths and targets.
 import math
+import os
 import sys
 from pathlib import Path
 
 import yaml
 from snakemake.utils import validate
 
-sys.path.insert(0, str(Path(workflow.basedir)))  # lmcflow importable from a plain clone
+# The lmcflow of this checkout, for the DAG and for every job (script: processes and cluster jobs
+# inherit the environment), whatever venv is active: two clones sharing one venv never mix code.
+CHECKOUT = str(Path(workflow.basedir))
+sys.path.insert(0, CHECKOUT)
+os.environ["PYTHONPATH"] = os.pathsep.join([CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT])
 
 from lmcflow.config import ConfigError, expand_points, check_semantics, study_points, swept_values
 from lmcflow.claims import REGISTRY as CLAIMS
@@ -132,7 +137,7 @@ def all_targets():
     return tables + figure_targets() + claims
 
 
-# --------------------------------------------------------------------------- identifiability paper (issue 4)
+# --------------------------------------------------------------------------- identifiability paper
 from lmcflow.config import analysis_params
 from lmcflow.tables import IDENT_TABLE_KINDS
 
@@ -189,7 +194,7 @@ def data_cfg_for(dataset):
     return out
 
 
-# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+# --------------------------------------------------------------------------- alignment and mechanism
 from lmcflow.config import mechanism_methods, merge_methods
 
 ALIGN_TABLE_KINDS = ("alignment", "layer_metrics")

@@ -25,7 +25,7 @@ rule width_figures:
         "../scripts/width_figures.py"
 
 
-# --------------------------------------------------------------------------- identifiability paper (issue 4)
+# --------------------------------------------------------------------------- identifiability paper
 localrules:
     identifiability_figures,
     swap_cost_figures,
@@ -82,7 +82,7 @@ rule coherence_figures:
         "../scripts/coherence_figures.py"
 
 
-# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+# --------------------------------------------------------------------------- alignment and mechanism
 localrules:
     mechanism_figures,
 

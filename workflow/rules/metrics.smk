@@ -48,7 +48,7 @@ rule result_table:
         "../scripts/concat_table.py"
 
 
-# --------------------------------------------------------------------------- identifiability paper (issue 4)
+# --------------------------------------------------------------------------- identifiability paper
 localrules:
     identifiability_study_table,
     coherence_table,
@@ -131,7 +131,7 @@ rule coherence_table:
         "../scripts/coherence_table.py"
 
 
-# --------------------------------------------------------------------------- alignment and mechanism (issue 3)
+# --------------------------------------------------------------------------- alignment and mechanism
 rule mechanism:
     """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of one seed pair
     (B permuted by the method's alignment), per hidden layer on the λ grid."""

@@ -1,9 +1,10 @@
 from lmcflow.config import Point
-from lmcflow.jobs import job_log, run_align, set_threads
+from lmcflow.logs import job_log
+from lmcflow.jobs import run_align, set_threads
 
-with job_log(snakemake.log[0]) as log:
+with job_log(snakemake.log[0]):
     set_threads(snakemake.threads)
     wc = snakemake.wildcards
     run_align(Point.from_dict(snakemake.params.point), wc.method, int(wc.seed_a), int(wc.seed_b),
               list(snakemake.input.ckpts), list(snakemake.input.rows), snakemake.input.data,
-              snakemake.output.perms, snakemake.output.row, device=snakemake.params.device, log=log)
+              snakemake.output.perms, snakemake.output.row, device=snakemake.params.device)

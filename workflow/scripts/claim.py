@@ -1,6 +1,7 @@
 from lmcflow.config import Point
-from lmcflow.report_jobs import job_log, run_claim
+from lmcflow.logs import job_log
+from lmcflow.report_jobs import run_claim
 
-with job_log(snakemake.log[0]) as log:
+with job_log(snakemake.log[0]):
     run_claim(snakemake.params.claim, snakemake.params.claim_cfg, dict(snakemake.input.items()),
-              [Point.from_dict(p) for p in snakemake.params.points], snakemake.output[0], log=log)
+              [Point.from_dict(p) for p in snakemake.params.points], snakemake.output[0])

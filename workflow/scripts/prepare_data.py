@@ -1,5 +1,6 @@
-from lmcflow.jobs import job_log, run_prepare_data
+from lmcflow.logs import job_log
+from lmcflow.jobs import run_prepare_data
 
-with job_log(snakemake.log[0]) as log:
+with job_log(snakemake.log[0]):
     run_prepare_data(snakemake.wildcards.dataset, snakemake.params.data_cfg, snakemake.output[0],
-                     snakemake.params.cache_root, log=log)
+                     snakemake.params.cache_root)

@@ -1,4 +1,5 @@
-from lmcflow.report_jobs import job_log, run_width_figures
+from lmcflow.logs import job_log
+from lmcflow.report_jobs import run_width_figures
 
 with job_log(snakemake.log[0]):
     run_width_figures(snakemake.input.barriers, snakemake.input.interpolation, dict(snakemake.output.items()),

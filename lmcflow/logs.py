@@ -1,0 +1,44 @@
+"""Job logging: the standard ``logging`` module writing to each rule's ``log:`` file.
+
+Library modules log through ``logging.getLogger(__name__)`` and never print; a Snakemake
+``script:`` wraps its call in ``job_log(snakemake.log[0])``, which sends every lmcflow record,
+warnings and any uncaught traceback (stdout/stderr too, for third-party output) to that file.
+Outside a job (tests, notebooks) records go wherever the caller's logging configuration says.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from pathlib import Path
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+@contextlib.contextmanager
+def job_log(path: str | None, level: int = logging.INFO):
+    """Route logging (and stdout/stderr) of one job to ``path``; re-raise errors after logging them."""
+    if not path:
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", buffering=1) as fh:
+        handler = logging.StreamHandler(fh)
+        handler.setFormatter(logging.Formatter(FORMAT, datefmt="%H:%M:%S"))
+        root = logging.getLogger()
+        old_level = root.level
+        root.addHandler(handler)
+        root.setLevel(level)
+        logging.captureWarnings(True)
+        old_streams = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = fh
+        try:
+            yield
+        except BaseException:
+            logging.getLogger("lmcflow").exception("job failed")
+            raise
+        finally:
+            sys.stdout, sys.stderr = old_streams
+            logging.captureWarnings(False)
+            root.removeHandler(handler)
+            root.setLevel(old_level)
