@@ -1,11 +1,9 @@
 # lmcflow: linear mode connectivity studies as Snakemake targets.
-# Default run: `snakemake --cores all` (config/config.yaml); another config: --configfile FILE.
+# Default run: `snakemake --cores all` (config/config.yaml). Another config: --configfile FILE (its studies
+# and claims replace the default's); --config key=value overrides either. See config/README.md.
 from snakemake.utils import min_version
 
 min_version("9.0")
-
-if not config:  # --configfile replaces the default instead of being merged into it
-    configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 include: "workflow/rules/common.smk"

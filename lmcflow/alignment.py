@@ -454,17 +454,24 @@ def to_dense_form(model: nn.Module) -> bool:
 
 
 # --------------------------------------------------------------------------- storage
-def save_permutations(path, perms: dict, info: dict) -> str:
-    """Save perms (as ``perm/<group>`` int64 tensors) with ``info`` as metadata; returns the SHA-256."""
-    return save_tensors(path, {f"perm/{g}": p.to(torch.int64) for g, p in perms.items()}, info)
+def save_permutation_sets(path, sets: dict, info: dict) -> str:
+    """Save {(seed_a, seed_b): {group: perm}} as int64 tensors ``pair-<a>-<b>/<group>`` with ``info`` as
+    metadata; returns the file's SHA-256."""
+    tensors = {f"pair-{a}-{b}/{g}": p.to(torch.int64) for (a, b), perms in sets.items() for g, p in perms.items()}
+    return save_tensors(path, tensors, {**info, "pairs": [list(k) for k in sets]})
 
 
-def load_permutations(path, expected_sha256: str | None = None) -> tuple[dict, dict]:
-    tensors, info = load_tensors(path, expected_sha256, rebuild_hint="the alignment rule")
-    perms = {k[len("perm/"):]: v for k, v in tensors.items() if k.startswith("perm/")}
-    return perms, info
+def load_permutation_sets(path, expected_sha256: str | None = None) -> tuple[dict, dict]:
+    """({(seed_a, seed_b): {group: perm}}, metadata) of a file written by ``save_permutation_sets``."""
+    tensors, info = load_tensors(path, expected_sha256, rebuild_hint="rule align")
+    sets: dict = {}
+    for key, value in tensors.items():
+        pair, group = key.split("/", 1)
+        _, a, b = pair.split("-")
+        sets.setdefault((int(a), int(b)), {})[group] = value
+    return sets, info
 
 
 __all__ = ["METHODS", "PermutationSpec", "permutation_spec", "apply_permutation", "identity",
            "weight_matching", "weight_matching_objective", "activation_matching", "random_permutation",
-           "align", "save_permutations", "load_permutations", "has_asymmetric_layers", "to_dense_form"]
+           "align", "save_permutation_sets", "load_permutation_sets", "has_asymmetric_layers", "to_dense_form"]

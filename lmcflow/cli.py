@@ -1,7 +1,7 @@
 """Small command line for inspecting configs and results without Snakemake.
 
-    lmcflow validate config/config.yaml   # schema + semantic checks, as at DAG construction
-    lmcflow points config/config.yaml     # every study point and its seeds/pairs
+    lmcflow validate [my.yaml]            # schema + semantic checks, as at DAG construction
+    lmcflow points [my.yaml]              # every study point and its seeds/pairs
     lmcflow claims [results]              # verdicts with statistic and CI
 """
 from __future__ import annotations
@@ -10,37 +10,29 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
 
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"
-
-
-def load_and_check(path: str) -> dict:
-    import jsonschema
-
+def load_and_check(path: str | None) -> tuple[dict, dict]:
+    """A config as a run would use it (``resolve_config``: ``path`` as --configfile, or the embedded default),
+    checked like at DAG construction; returns (config, points)."""
     from lmcflow.claims import REGISTRY
-    from lmcflow.config import check_semantics, expand_points
+    from lmcflow.config import check_semantics, expand_points, resolve_config
     from lmcflow.data import dataset_names
     from lmcflow.models import ARCHITECTURES
     from lmcflow.validation import validate_points
 
-    cfg = yaml.safe_load(Path(path).read_text())
-    try:
-        jsonschema.validate(cfg, yaml.safe_load(SCHEMA.read_text()))
-    except jsonschema.ValidationError as err:
-        key = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise SystemExit(f"{path}: {key}: {err.message}")
+    cfg = resolve_config([path] if path else [])
     check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
     points = expand_points(cfg)
-    validate_points(points, str(SCHEMA))
+    validate_points(points)
     return cfg, points
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="lmcflow", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("validate", help="check a config file").add_argument("config")
-    sub.add_parser("points", help="list a config's study points").add_argument("config")
+    sub.add_parser("validate", help="check a config file (default: the embedded config/config.yaml)").add_argument(
+        "config", nargs="?")
+    sub.add_parser("points", help="list a config's study points").add_argument("config", nargs="?")
     c = sub.add_parser("claims", help="print claim verdicts")
     c.add_argument("results", nargs="?", default="results")
     args = ap.parse_args(argv)
@@ -49,7 +41,7 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "validate":
             _, points = load_and_check(args.config)
-            print(f"{args.config}: valid ({len(points)} points)")
+            print(f"{args.config or 'config/config.yaml'}: valid ({len(points)} points)")
         elif args.cmd == "points":
             _, points = load_and_check(args.config)
             for (study, pid), p in points.items():
@@ -62,7 +54,7 @@ def main(argv=None) -> int:
                 print(f"{r.claim_id:28s} {r.verdict:14s} {r.statistic_name} = {r.statistic:.4g} "
                       f"[{r.ci_low:.4g}, {r.ci_high:.4g}] (n_pairs={r.n_pairs}, study={r.study})")
     except ConfigError as err:
-        print(f"{getattr(args, 'config', '')}: {err}", file=sys.stderr)
+        print(f"lmcflow {args.cmd}: {err}", file=sys.stderr)
         return 2
     return 0
 

@@ -1,4 +1,14 @@
-"""Study configuration: expansion of studies into points, and semantic checks.
+"""Study configuration: loading, defaults, expansion of studies into points, and semantic checks.
+
+Defaults live in one place, the JSON schema ``workflow/schemas/config.schema.yaml`` (``default:``
+of each key): ``resolve_config`` fills them into a loaded config and every ``Point`` fills them into
+its blocks, so code reads ``point.merge["lambdas"]`` and never carries a fallback of its own.
+
+Which config a run uses (``resolve_config``): the embedded ``config/config.yaml``, or the
+``--configfile`` file(s) instead. A config file replaces the embedded ``studies`` and ``claims``
+(it runs only its own studies) and falls back to the embedded file for the other top-level keys
+(paths, device, threads, data); ``--config key=value`` overrides go on top of either. A config
+without studies is refused.
 
 A *study* is a base setting (dataset, model, train, merge blocks) plus a
 ``sweep``: a grid over dotted keys such as ``model.width`` or
@@ -12,10 +22,16 @@ what they are.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 from dataclasses import dataclass, field
+from pathlib import Path
 
 POINT_BLOCKS = ("model", "train", "merge", "analysis")
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config/config.yaml"
+# Top-level keys a config file brings itself; everything else falls back to the embedded default.
+STUDY_KEYS = ("studies", "claims")
 
 
 class ConfigError(ValueError):
@@ -30,6 +46,95 @@ def deep_merge(base: dict, over: dict) -> dict:
         else:
             out[k] = copy.deepcopy(v)
     return out
+
+
+# --------------------------------------------------------------------------- schema, defaults, resolution
+@functools.lru_cache(maxsize=1)
+def load_schema() -> dict:
+    import yaml
+
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _resolve_ref(sub: dict, root: dict) -> dict:
+    """A sub-schema with its ``$ref`` (``#/$defs/name``) inlined; local keys (e.g. ``default``) win."""
+    while isinstance(sub, dict) and "$ref" in sub:
+        name = sub["$ref"].rsplit("/", 1)[-1]
+        sub = {**root["$defs"][name], **{k: v for k, v in sub.items() if k != "$ref"}}
+    return sub
+
+
+def fill_defaults(instance: dict, schema: dict, root: dict | None = None) -> dict:
+    """Fill schema ``default:`` values into ``instance`` in place, recursively through nested objects."""
+    root = root or load_schema()
+    schema = _resolve_ref(schema, root)
+    if not isinstance(instance, dict):
+        return instance
+    for key, sub in (schema.get("properties") or {}).items():
+        sub = _resolve_ref(sub, root)
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if isinstance(instance.get(key), dict):
+            fill_defaults(instance[key], sub, root)
+    return instance
+
+
+@functools.lru_cache(maxsize=None)
+def _block_defaults(block: str) -> dict:
+    root = load_schema()
+    return fill_defaults({}, root["$defs"][block], root)
+
+
+def block_defaults(block: str) -> dict:
+    """A copy of the schema defaults of one point block (``model``, ``train``, ``merge``, ``analysis``) or of ``symmetry``."""
+    return copy.deepcopy(_block_defaults(block))
+
+
+def validate_config(cfg: dict, source: str = "config") -> dict:
+    """Schema check (the message names the key) and defaults filled in; returns ``cfg``."""
+    import jsonschema
+
+    if not isinstance(cfg, dict) or not cfg.get("studies"):
+        raise ConfigError(
+            f"{source}: a config must name at least one study under `studies:` (and, optionally, `claims:` about "
+            f"them); config/config.yaml shows the form and config/README.md documents every key. A config file "
+            f"replaces the default's studies and claims; paths, device, threads and data fall back to the default's")
+    try:
+        jsonschema.validate(cfg, load_schema())
+    except jsonschema.ValidationError as err:
+        key = err.json_path.removeprefix("$").removeprefix(".") or "(top level)"
+        raise ConfigError(f"{source}: {key}: {err.message}") from None
+    return fill_defaults(cfg, load_schema())
+
+
+def resolve_config(configfiles=(), overrides: dict | None = None, default_path=DEFAULT_CONFIG) -> dict:
+    """The config of a run: the embedded default, or the given config files (merged in order) on top of the
+    default's settings without its studies and claims; ``overrides`` (``--config key=value``) last."""
+    import yaml
+
+    def load(path) -> dict:
+        data = yaml.safe_load(Path(path).read_text())
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+        return data
+
+    default = load(default_path)
+    if configfiles:
+        user: dict = {}
+        for f in configfiles:
+            user = deep_merge(user, load(f))
+        source = ", ".join(str(f) for f in configfiles)
+        if not user.get("studies"):
+            validate_config(user, source)  # raises: what a config must hold
+        cfg = deep_merge({k: v for k, v in default.items() if k not in STUDY_KEYS}, user)
+    else:
+        cfg, source = default, str(default_path)
+    if overrides:
+        cfg = deep_merge(cfg, dict(overrides))
+        source += " with --config overrides"
+    return validate_config(cfg, source)
 
 
 def format_value(v) -> str:
@@ -67,11 +172,16 @@ class Point:
     point: str
     dataset: str
     seeds: list
-    model: dict
-    train: dict
-    merge: dict
+    model: dict = field(default_factory=dict)
+    train: dict = field(default_factory=dict)
+    merge: dict = field(default_factory=dict)
     analysis: dict = field(default_factory=dict)
     swept: dict = field(default_factory=dict)  # sweep key -> value for this point
+
+    def __post_init__(self) -> None:
+        root = load_schema()
+        for block in POINT_BLOCKS:
+            setattr(self, block, fill_defaults(copy.deepcopy(getattr(self, block) or {}), root["$defs"][block], root))
 
     @property
     def pairs(self) -> list[tuple[int, int]]:
@@ -80,9 +190,21 @@ class Point:
     def to_dict(self) -> dict:
         return copy.deepcopy(self.__dict__)
 
+    def job_dict(self, *blocks: str) -> dict:
+        """What a job needs of the point, and nothing else: identity, dataset and the named blocks without
+        their ``resources`` (which never change an output). Rules pass it as ``params``, so a setting a job
+        does not read never reruns it (adding an ``analysis`` block retrains nothing)."""
+        out = {"study": self.study, "point": self.point, "dataset": self.dataset}
+        for block in blocks:
+            out[block] = {k: copy.deepcopy(v) for k, v in getattr(self, block).items() if k != "resources"}
+        return out
+
     @classmethod
     def from_dict(cls, d: dict) -> "Point":
-        return cls(**copy.deepcopy(d))
+        """A point from ``to_dict`` or ``job_dict`` output (blocks a job dict leaves out take schema defaults)."""
+        d = copy.deepcopy(d)
+        d.setdefault("seeds", [])
+        return cls(**d)
 
 
 def _as_grids(study: dict) -> list:
@@ -132,7 +254,10 @@ def swept_values(study: dict, key: str) -> list:
 
 def expand_study(name: str, study: dict, defaults: dict) -> list[Point]:
     """All points of one study, in grid order (grid by grid for a list of grids)."""
-    base = deep_merge(defaults, {k: study.get(k, {}) for k in POINT_BLOCKS})
+    root = load_schema()
+    # schema defaults < the config's ``defaults:`` block < the study's own blocks < the sweep
+    base = {k: fill_defaults(deep_merge((defaults or {}).get(k) or {}, study.get(k) or {}), root["$defs"][k], root)
+            for k in POINT_BLOCKS}
     grids = sweep_grids(name, study)
     keys = list(grids[0])
     cells = [values for grid in grids for values in itertools.product(*(grid[k] for k in keys))]
@@ -182,7 +307,7 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
                               f"allowed: {', '.join(architectures)}")
         if not p.model.get("width", 0) > 0:
             raise ConfigError(f"{where}: model.width must be > 0, got {p.model.get('width')}")
-        n = int(p.merge.get("lambdas", 11))
+        n = int(p.merge["lambdas"])
         if n < 3 or (n - 1) % 2:
             raise ConfigError(f"{where}: merge.lambdas={n} must be odd and ≥ 3 so the grid holds 0, ½ and 1")
         if p.model.get("arch") != "mlp" and p.model.get("norm") == "layernorm":
@@ -202,15 +327,13 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
 
 # --------------------------------------------------------------------------- identifiability
 ANALYSIS_FLAGS = ("identifiability", "swap_costs", "coherence")
-ANALYSIS_DEFAULTS = {"identifiability": False, "swap_costs": False, "coherence": False, "n_random": 100,
-                     "n_samples": 5000, "var_threshold": 0.9, "heatmap_units": 64}
 # Weight layers (symmetry layer indices) per architecture, where a per-layer list can be checked early.
 _N_WEIGHT_LAYERS = {"mlp": lambda m: int(m.get("depth", 3)) + 1, "sum_relu": lambda m: 1}
 
 
 def analysis_params(point: "Point") -> dict:
-    """A point's ``analysis`` block with defaults filled in (see ANALYSIS_DEFAULTS)."""
-    return {**ANALYSIS_DEFAULTS, **(point.analysis or {})}
+    """A point's ``analysis`` block (defaults from the schema)."""
+    return point.analysis
 
 
 def check_identifiability_semantics(config: dict, points: dict) -> None:
@@ -266,11 +389,6 @@ get_dotted = _get_dotted
 
 
 # --------------------------------------------------------------------------- alignment and mechanism
-# merge.alignment: where the non-identity merge methods run and how (see config/README.md).
-ALIGNMENT_DEFAULTS = {"at": {}, "samples": 5000, "max_iter": 100, "batch_size": 500}
-# analysis.mechanism: LEWC / weak additivity / reciprocal orthogonality / low rank per seed pair.
-MECHANISM_DEFAULTS = {"methods": [], "samples": 2000, "batch_size": 500, "active_threshold": 1e-3,
-                      "energy": 0.99, "lambdas": None}
 ALIGNABLE_ARCHS = ("mlp", "vgg11", "resnet20")
 
 
@@ -304,20 +422,22 @@ def point_matches(point: "Point", where: dict | None) -> bool:
 
 
 def alignment_params(point: "Point") -> dict:
-    return {**ALIGNMENT_DEFAULTS, **(point.merge.get("alignment") or {})}
+    """``merge.alignment``: where the non-identity merge methods run and how."""
+    return point.merge["alignment"]
 
 
 def merge_methods(point: "Point") -> list[str]:
     """Merge methods evaluated at a point: ``identity`` everywhere, the others only where
     ``merge.alignment.at`` matches (an empty ``at`` matches every point)."""
-    methods = list(point.merge.get("methods") or ["identity"])
+    methods = list(point.merge["methods"])
     if point_matches(point, alignment_params(point)["at"]):
         return methods
     return [m for m in methods if m == "identity"]
 
 
 def mechanism_params(point: "Point") -> dict:
-    return {**MECHANISM_DEFAULTS, **((point.analysis or {}).get("mechanism") or {})}
+    """``analysis.mechanism``: LEWC / weak additivity / reciprocal orthogonality / low rank per seed pair."""
+    return point.analysis["mechanism"]
 
 
 def mechanism_lambdas(point: "Point") -> list[float]:
@@ -326,7 +446,7 @@ def mechanism_lambdas(point: "Point") -> list[float]:
     lams = mechanism_params(point)["lambdas"]
     if lams:
         return [float(v) for v in lams]
-    return lambda_grid(int(point.merge.get("lambdas", 11)))
+    return lambda_grid(int(point.merge["lambdas"]))
 
 
 def mechanism_methods(point: "Point") -> list[str]:
@@ -345,7 +465,7 @@ def check_alignment_semantics(points: dict) -> None:
             if point_value(p, key) is None:
                 raise ConfigError(f"{where}: merge.alignment.at.{key}: {key!r} names no setting of the point")
         mech = mechanism_params(p)
-        unknown = [m for m in mech["methods"] if m not in (p.merge.get("methods") or ["identity"])]
+        unknown = [m for m in mech["methods"] if m not in p.merge["methods"]]
         if unknown:
             raise ConfigError(f"{where}: analysis.mechanism.methods {unknown} are not in merge.methods "
                               f"{p.merge.get('methods')}; the mechanism reads the merge's aligned pairs")
@@ -359,7 +479,7 @@ def check_alignment_semantics(points: dict) -> None:
                               f"fixed gate matrices are not permutation equivariant); use identity or restrict "
                               f"merge.alignment.at")
     for name, pts in by_study.items():
-        wanted = {m for p in pts for m in (p.merge.get("methods") or []) if m != "identity"}
+        wanted = {m for p in pts for m in p.merge["methods"] if m != "identity"}
         if wanted and not any(point_matches(p, alignment_params(p)["at"]) for p in pts):
             raise ConfigError(f"studies.{name}: merge.alignment.at {alignment_params(pts[0])['at']} matches no "
                               f"point of the study, so merge.methods {sorted(wanted)} would never run")

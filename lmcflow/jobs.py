@@ -48,7 +48,8 @@ def init_model(spec: ModelSpec, seed: int) -> torch.nn.Module:
         return build_model(spec)
 
 
-def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: str, device: str = "auto") -> dict:
+def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: str, device: str = "auto",
+              state_path: str | None = None) -> dict:
     t0 = time.perf_counter()
     dev = resolve_device(device)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -57,7 +58,7 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
     model = init_model(spec, seed).to(dev)
     log.info(f"[train] {point.study}/{point.point} seed={seed} arch={spec.arch} width={spec.width} "
         f"params={count_parameters(model)} device={dev}")
-    state_path = Path(out_ckpt).with_name(Path(out_ckpt).stem + ".state.safetensors")
+    state_path = state_path or Path(out_ckpt).with_name(Path(out_ckpt).stem + ".state.safetensors")
     info = train(model, data, point.train, seed, dev, state_path=state_path)
     metrics = {s: evaluate(model, data.x[s], data.y[s], data.task) for s in ("train", "val", "test")}
     meta = {"model_spec": spec.to_dict(), "study": point.study, "point": point.point, "seed": seed,
@@ -73,6 +74,18 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
     log.info(f"[train] done: test acc={metrics['test']['acc']:.4f} loss={metrics['test']['loss']:.4f} "
         f"sha256={digest[:12]}")
     return row
+
+
+def run_train_bundle(point: Point, seeds: list, data_path: str, out_dir: str, device: str = "auto",
+                     state_dir: str | None = None) -> list[dict]:
+    """Train the models of one bundle (``lmcflow.bundles``) into ``out_dir``: ``seed-<s>.safetensors`` and
+    ``seed-<s>.run.parquet`` per seed."""
+    rows = []
+    for seed in seeds:
+        state = f"{state_dir}/seed-{seed}.state.safetensors" if state_dir else None
+        rows.append(run_train(point, int(seed), data_path, f"{out_dir}/seed-{seed}.safetensors",
+                              f"{out_dir}/seed-{seed}.run.parquet", device=device, state_path=state))
+    return rows
 
 
 def load_checkpoint(ckpt_path: str, run_row_path: str, device) -> tuple[torch.nn.Module, dict]:
@@ -91,28 +104,37 @@ def meta_hint(path) -> str:
 
 
 # --------------------------------------------------------------------------- merging
-def run_merge(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list,
-              data_path: str, out: str, device: str = "auto", alignment: list | None = None) -> None:
-    """Path θ(λ) = (1−λ)θ_A + λθ_B. For method ≠ identity, B is first permuted by the
-    permutations of rule ``align`` (``alignment`` = [permutation file, alignment row], hash-verified);
-    models with symmetry-breaking layers are then interpolated in dense form (W_eff)."""
+def load_models(models: dict, device) -> dict[int, torch.nn.Module]:
+    """{seed: model} from {seed: [checkpoint, run row]}, each checkpoint verified against its recorded hash."""
+    return {int(s): load_checkpoint(ckpt, row, device)[0] for s, (ckpt, row) in models.items()}
+
+
+def run_merge_block(point: Point, pairs: list, methods: list, models: dict, alignment: dict, data_path: str,
+                    out: str, device: str = "auto") -> None:
+    """Paths θ(λ) = (1−λ)θ_A + λθ_B of every seed pair of a pair block, for every merge method. For method ≠
+    identity, B is first permuted by rule ``align``'s permutations (``alignment``: {method: [permutation
+    file, alignment rows]}, hash-verified); models with symmetry-breaking layers are interpolated in dense
+    form (W_eff). Each model is loaded once."""
     dev = resolve_device(device)
     data = load_dataset(data_path).to(dev)
-    if method == "identity":
-        model, sd_a = load_checkpoint(ckpts[0], run_rows[0], dev)
-        _, sd_b = load_checkpoint(ckpts[1], run_rows[1], dev)
-    else:
-        model, model_b, _ = load_aligned_pair(point, method, seed_a, seed_b, ckpts, run_rows, alignment, dev)
-        # clones: evaluate_path loads each θ(λ) into ``model``, whose state_dict shares storage
-        sd_a = {k: v.clone() for k, v in model.state_dict().items()}
-        sd_b = {k: v.clone() for k, v in model_b.state_dict().items()}
-    lambdas = lambda_grid(int(point.merge.get("lambdas", 11)))
-    log.info(f"[merge] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} λ grid={lambdas}")
-    rows = evaluate_path(model, sd_a, sd_b, data, lambdas,
-                         train_eval_size=point.merge.get("train_eval_size"),
-                         bn_reset_size=point.merge.get("bn_reset_size"))
-    base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method}
-    write_table(out, "interpolation", [{**base, **r} for r in rows])
+    loaded = load_models(models, dev)
+    perms = {m: load_alignment_block(point, m, *alignment[m]) for m in methods if m != "identity"}
+    lambdas = lambda_grid(int(point.merge["lambdas"]))
+    rows = []
+    for seed_a, seed_b in pairs:
+        for method in methods:
+            t0 = time.perf_counter()
+            model_a, model_b, _ = aligned_pair(loaded[seed_a], loaded[seed_b], perms.get(method, {}).get((seed_a, seed_b)))
+            sd_a = {k: v.clone() for k, v in model_a.state_dict().items()}  # evaluate_path loads θ(λ) into model_a
+            sd_b = model_b.state_dict()
+            path = evaluate_path(model_a, sd_a, sd_b, data, lambdas, train_eval_size=point.merge["train_eval_size"],
+                                 bn_reset_size=point.merge["bn_reset_size"])
+            base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method}
+            rows += [{**base, **r} for r in path]
+            mid = [r for r in path if r["split"] == "test" and abs(r["lam"] - 0.5) < 1e-9][0]
+            log.info(f"[merge] {point.study}/{point.point} pair ({seed_a},{seed_b}) {method}: test error at λ=½ "
+                     f"{mid['error']:.4f}, {len(lambdas)} λ in {time.perf_counter() - t0:.1f}s")
+    write_table(out, "interpolation", rows)
 
 
 # --------------------------------------------------------------------------- identifiability paper
@@ -123,18 +145,17 @@ def _ident_imports():
     return ident, analysis_params, ident_point_columns
 
 
-def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_path: str, out_matching: str,
+def run_identifiability_block(point: Point, pairs: list, models: dict, data_path: str, out_matching: str,
                               out_lmc: str, device: str = "auto") -> None:
-    """For every seed pair of a point: activation-matching objective per hidden layer, and unaligned vs
-    aligned LMC on effective weights. ``ckpts`` / ``run_rows``: seed -> checkpoint / run-row path.
+    """For every seed pair of a pair block: activation-matching objective per hidden layer, and unaligned vs
+    aligned LMC on effective weights. ``models``: {seed: [checkpoint, run row]}.
 
     Correlations use the first ``analysis.n_samples`` training inputs. The aligned path
     permutes B by activation matching (``lmcflow.alignment.align``) and interpolates the
     *effective* weights (``symmetry.effective_state_dict``: W_eff = D⊙W + (1−D)⊙F, masks 1,
     offsets 0), so a W-asymmetric B is permuted as a whole and stays the same function.
     The unaligned path interpolates the effective weights too (identical to interpolating
-    the raw weights, since both models share masks and offsets). One job per point (not per
-    pair): on a CPU the per-job start-up costs more than a pair's analysis.
+    the raw weights, since both models share masks and offsets).
     """
     from lmcflow.alignment import align, apply_permutation, permutation_spec
     from lmcflow.symmetry import effective_state_dict
@@ -143,11 +164,11 @@ def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_pa
     a = analysis_params(point)
     dev = resolve_device(device)
     data = load_dataset(data_path).to(dev)
-    models = {int(s): load_checkpoint(ckpts[s], run_rows[s], dev)[0] for s in ckpts}
+    models = load_models(models, dev)
     x = data.x["train"][: int(a["n_samples"])]
-    lambdas = lambda_grid(int(point.merge.get("lambdas", 11)))
+    lambdas = lambda_grid(int(point.merge["lambdas"]))
     matching, lmc = [], []
-    for seed_a, seed_b in point.pairs:
+    for seed_a, seed_b in pairs:
         t0 = time.perf_counter()
         model_a, model_b = models[seed_a], models[seed_b]
         base = {**ident_point_columns(point, data.meta), "seed_a": seed_a, "seed_b": seed_b}
@@ -166,8 +187,8 @@ def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_pa
         ends = {}
         net = copy.deepcopy(model_a)  # evaluate_path loads every θ(λ) into it
         for method, sd_b in (("identity", eff_b), ("activation_matching", eff_b_aligned)):
-            path = evaluate_path(net, eff_a, sd_b, data, lambdas, train_eval_size=point.merge.get("train_eval_size"),
-                                 bn_reset_size=point.merge.get("bn_reset_size"))
+            path = evaluate_path(net, eff_a, sd_b, data, lambdas, train_eval_size=point.merge["train_eval_size"],
+                                 bn_reset_size=point.merge["bn_reset_size"])
             ends[method] = [r["loss"] for r in path if r["lam"] == 1.0]
             for split in ("train", "test"):
                 row = ident.lmc_summary_row(path, split)
@@ -186,18 +207,18 @@ def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_pa
     write_table(out_lmc, "identifiability_lmc", lmc)
 
 
-def run_swap_costs(point: Point, ckpts: dict, run_rows: dict, data_path: str, out_summary: str,
-                   out_matrix: str, device: str = "auto") -> None:
-    """Realization / swap costs of every hidden weight layer of each model of a point
-    (``identifiability.swap_cost_analysis``); ``ckpts`` / ``run_rows``: seed -> path."""
+def run_swap_costs(point: Point, models: dict, data_path: str, out_summary: str, out_matrix: str,
+                   device: str = "auto") -> None:
+    """Realization / swap costs of every hidden weight layer of each model (``identifiability.swap_cost_analysis``);
+    ``models``: {seed: [checkpoint, run row]}."""
     ident, analysis_params, ident_point_columns = _ident_imports()
     a = analysis_params(point)
     dev = resolve_device(device)
     data = load_dataset(data_path).to(dev)
     x = data.x["train"][: int(a["n_samples"])]
     summary, matrix = [], []
-    for seed in sorted(ckpts, key=int):
-        model, _ = load_checkpoint(ckpts[seed], run_rows[seed], dev)
+    for seed in sorted(models, key=int):
+        model, _ = load_checkpoint(*models[seed], dev)
         rows, mats = ident.swap_cost_analysis(model, x, var_threshold=float(a["var_threshold"]),
                                               max_samples=int(a["n_samples"]))
         base = {**ident_point_columns(point, data.meta), "seed": int(seed)}
@@ -253,24 +274,22 @@ def _device_name(dev: torch.device) -> str:
     return f"{dev.type}:{torch.cuda.get_device_name(dev) if dev.type == 'cuda' else platform.processor() or platform.machine()}"
 
 
-def run_align(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list, data_path: str,
-              out_perms: str, out_row: str, device: str = "auto") -> dict:
-    """Permutations aligning model B to model A (``lmcflow.alignment.align``), saved as safetensors.
+def run_align_block(point: Point, method: str, pairs: list, models: dict, data_path: str, out_perms: str,
+                    out_rows: str, device: str = "auto") -> None:
+    """Permutations aligning model B to model A (``lmcflow.alignment.align``) for every seed pair of a pair block,
+    saved together as one safetensors file (``lmcflow.alignment.save_permutation_sets``); one alignment row per pair.
 
     Models with symmetry-breaking layers are aligned in dense form (W_eff, see
-    ``alignment.to_dense_form``). The permutation file's SHA-256 goes into the alignment row;
-    ``load_aligned_pair`` checks it before applying the permutations.
+    ``alignment.to_dense_form``). The file's SHA-256 goes into every row; ``load_alignment_block``
+    checks it before the permutations are applied. The file holds nothing but the permutations and
+    what determines them (no timings: the same computation gives the same bytes).
     """
-    from lmcflow.alignment import align, save_permutations, to_dense_form
+    from lmcflow.alignment import align, save_permutation_sets, to_dense_form
     from lmcflow.config import alignment_params
 
-    t0 = time.perf_counter()
     dev = resolve_device(device)
     ap = alignment_params(point)
-    model_a, _ = load_checkpoint(ckpts[0], run_rows[0], dev)
-    model_b, _ = load_checkpoint(ckpts[1], run_rows[1], dev)
-    dense = to_dense_form(model_a)
-    to_dense_form(model_b)
+    loaded = load_models(models, dev)
     x, kw = None, {}
     if method == "activation_matching":
         xtr = load_dataset(data_path).x["train"]
@@ -278,103 +297,111 @@ def run_align(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, 
         kw["batch_size"] = int(ap["batch_size"])
     elif method == "weight_matching":
         kw["max_iter"] = int(ap["max_iter"])
-    seed = derive_seed("align", point.study, point.point, method, seed_a, seed_b)
-    log.info(f"[align] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} dense_form={dense} "
-        f"samples={0 if x is None else len(x)} device={dev}")
-    perms, info = align(method, model_a, model_b, x, seed=seed, **kw)
-    n_units = sum(len(p) for p in perms.values())
-    unmoved = sum(int((p.cpu() == torch.arange(len(p))).sum()) for p in perms.values())
-    history = info.get("objective_history") or []
-    meta = {"study": point.study, "point": point.point, "method": method, "seed_a": seed_a, "seed_b": seed_b,
-            "dense_form": dense, **info}
-    digest = save_permutations(out_perms, perms, meta)
-    row = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,
-           "objective": float(info["objective"]), "objective_identity": float(history[0]) if history else float("nan"),
-           "iterations": int(info["iterations"]), "align_seconds": float(info["seconds"]),
-           "wall_time_s": time.perf_counter() - t0, "n_groups": len(perms), "n_units": n_units,
-           "frac_unmoved": unmoved / max(1, n_units), "n_samples": 0 if x is None else len(x), "dense_form": dense,
-           "permutation_file": str(out_perms), "permutation_sha256": digest, "device": _device_name(dev)}
-    write_table(out_row, "alignment", [row])
-    log.info(f"[align] done: objective={row['objective']:.6g} (identity {row['objective_identity']:.6g}) "
-        f"iterations={row['iterations']} unmoved={row['frac_unmoved']:.3f} {row['align_seconds']:.2f}s "
-        f"sha256={digest[:12]}")
-    return row
+    sets, rows, dense = {}, [], False
+    for seed_a, seed_b in pairs:
+        t0 = time.perf_counter()
+        model_a, model_b = copy.deepcopy(loaded[seed_a]), copy.deepcopy(loaded[seed_b])
+        dense = to_dense_form(model_a)
+        to_dense_form(model_b)
+        seed = derive_seed("align", point.study, point.point, method, seed_a, seed_b)
+        perms, info = align(method, model_a, model_b, x, seed=seed, **kw)
+        sets[(seed_a, seed_b)] = perms
+        n_units = sum(len(p) for p in perms.values())
+        unmoved = sum(int((p.cpu() == torch.arange(len(p))).sum()) for p in perms.values())
+        history = info.get("objective_history") or []
+        rows.append({**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,
+                     "objective": float(info["objective"]),
+                     "objective_identity": float(history[0]) if history else float("nan"),
+                     "iterations": int(info["iterations"]), "align_seconds": float(info["seconds"]),
+                     "wall_time_s": time.perf_counter() - t0, "n_groups": len(perms), "n_units": n_units,
+                     "frac_unmoved": unmoved / max(1, n_units), "n_samples": 0 if x is None else len(x),
+                     "dense_form": dense, "device": _device_name(dev)})
+        log.info(f"[align] {point.study}/{point.point} pair ({seed_a},{seed_b}) {method}: objective "
+                 f"{rows[-1]['objective']:.6g} (identity {rows[-1]['objective_identity']:.6g}), "
+                 f"{rows[-1]['iterations']} iterations, {rows[-1]['frac_unmoved']:.3f} of units unmoved, "
+                 f"{rows[-1]['align_seconds']:.2f}s")
+    meta = {"study": point.study, "point": point.point, "method": method, "dense_form": dense,
+            "samples": 0 if x is None else len(x)}
+    digest = save_permutation_sets(out_perms, sets, meta)
+    for r in rows:
+        r.update(permutation_file=str(out_perms), permutation_sha256=digest)
+    write_table(out_rows, "alignment", rows)
+    log.info(f"[align] wrote {len(sets)} pairs to {out_perms} (sha256 {digest[:12]})")
 
 
-def load_aligned_pair(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list,
-                      alignment: list | None, device) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
-    """(model A, model B permuted onto A, dense_form) for one seed pair and merge method.
+def load_alignment_block(point: Point, method: str, perm_path: str, rows_path: str) -> dict:
+    """{(seed_a, seed_b): permutations} of rule ``align`` for one pair block; the rows must describe this
+    point and method, and the file must match the SHA-256 recorded in them."""
+    from lmcflow.alignment import load_permutation_sets
 
-    Checkpoints are hash-verified (``load_checkpoint``); for method ≠ identity ``alignment`` is
-    [permutation file, alignment row] from rule ``align``: the row must describe this pair and
-    method, and the file must match the SHA-256 recorded in it. Models with symmetry-breaking
-    layers are returned in dense form (``alignment.to_dense_form``) for every method.
-    """
-    from lmcflow.alignment import (
-        apply_permutation,
-        load_permutations,
-        permutation_spec,
-        to_dense_form,
-    )
+    rows = read_table(rows_path, "alignment")
+    got = set(zip(rows["study"], rows["point"], rows["method"]))
+    if got != {(point.study, point.point, method)}:
+        raise ValueError(f"{rows_path}: alignment rows are for {sorted(got)}, expected "
+                         f"{(point.study, point.point, method)}; rebuild them with rule align")
+    digests = set(rows["permutation_sha256"])
+    if len(digests) != 1:
+        raise ValueError(f"{rows_path}: the rows record {len(digests)} different permutation-file hashes; "
+                         f"rebuild them with rule align")
+    sets, _ = load_permutation_sets(perm_path, expected_sha256=digests.pop())
+    log.info(f"[align] {method} permutations of {len(sets)} pairs from {perm_path} (hash verified)")
+    return sets
 
-    model_a, _ = load_checkpoint(ckpts[0], run_rows[0], device)
-    model_b, _ = load_checkpoint(ckpts[1], run_rows[1], device)
+
+def aligned_pair(model_a: torch.nn.Module, model_b: torch.nn.Module, perms: dict | None
+                 ) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
+    """Copies of (model A, model B permuted onto A by ``perms``; None = identity) and whether they are in dense
+    form: models with symmetry-breaking layers are returned in dense form (``alignment.to_dense_form``)."""
+    from lmcflow.alignment import apply_permutation, permutation_spec, to_dense_form
+
+    model_a, model_b = copy.deepcopy(model_a), copy.deepcopy(model_b)
     dense = to_dense_form(model_a)
     to_dense_form(model_b)
-    if method == "identity":
-        return model_a, model_b, dense
-    if not alignment or len(alignment) != 2:
-        raise ValueError(f"merge method {method!r} needs [permutation file, alignment row] from rule align")
-    perm_path, row_path = alignment
-    row = read_table(row_path, "alignment").iloc[0]
-    got = (row["study"], row["point"], row["method"], int(row["seed_a"]), int(row["seed_b"]))
-    want = (point.study, point.point, method, seed_a, seed_b)
-    if got != want:
-        raise ValueError(f"{row_path}: alignment row is for {got}, expected {want}")
-    perms, _ = load_permutations(perm_path, expected_sha256=row["permutation_sha256"])
-    sd_b = apply_permutation(permutation_spec(model_b), model_b.state_dict(), perms)
-    model_b.load_state_dict(sd_b)
-    log.info(f"[align] applied {method} permutations from {perm_path} (sha256 {row['permutation_sha256'][:12]} ok, "
-        f"{row['frac_unmoved']:.3f} of units unmoved)")
+    if perms is not None:
+        model_b.load_state_dict(apply_permutation(permutation_spec(model_b), model_b.state_dict(), perms))
     return model_a, model_b, dense
 
 
-def run_mechanism(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list,
-                  data_path: str, out: str, device: str = "auto", alignment: list | None = None) -> None:
-    """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of one
-    (aligned) seed pair, per hidden layer on the λ grid (``lmcflow.mechanism.layer_metrics``).
+def run_mechanism_block(point: Point, method: str, pairs: list, models: dict, alignment: list | None,
+                        data_path: str, out: str, device: str = "auto") -> None:
+    """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of every (aligned) seed
+    pair of a pair block, per hidden layer on the λ grid (``lmcflow.mechanism.layer_metrics``).
 
     λ: ``analysis.mechanism.lambdas`` (paper convention, weight on θ_A) or the merge λ grid.
     Inputs: the first ``analysis.mechanism.samples`` test examples; BatchNorm statistics of every
     θ_λ are re-estimated on training data (``merge.bn_reset_size``) when the model has BatchNorm.
+    ``alignment``: [permutation file, alignment rows] of rule align (None for identity).
     """
     from lmcflow.config import mechanism_lambdas, mechanism_params
     from lmcflow.mechanism import layer_metrics
     from lmcflow.models import has_batchnorm
 
-    t0 = time.perf_counter()
     dev = resolve_device(device)
     mp = mechanism_params(point)
     data = load_dataset(data_path).to(dev)
-    model_a, model_b, dense = load_aligned_pair(point, method, seed_a, seed_b, ckpts, run_rows, alignment, dev)
+    loaded = load_models(models, dev)
+    perms = load_alignment_block(point, method, *alignment) if method != "identity" else {}
     x = data.x["test"][: int(mp["samples"])] if mp["samples"] else data.x["test"]
-    bn = point.merge.get("bn_reset_size")
-    x_bn = (data.x["train"][:bn] if bn else data.x["train"]) if has_batchnorm(model_a) else None
+    bn = point.merge["bn_reset_size"]
     lambdas = mechanism_lambdas(point)  # layer_metrics holds one model per λ in memory
-    rows = layer_metrics(model_a, model_b, x, lambdas, batch_size=int(mp["batch_size"]), x_bn=x_bn,
-                         energy=float(mp["energy"]), active_threshold=float(mp["active_threshold"]))
-    base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,
-            "energy": float(mp["energy"]), "n_samples": len(x), "dense_form": dense}
     out_rows = []
-    for r in rows:
-        r = dict(r)
-        r["weight_key"] = r.pop("weight", "")
-        out_rows.append({**base, **r})
+    for seed_a, seed_b in pairs:
+        t0 = time.perf_counter()
+        model_a, model_b, dense = aligned_pair(loaded[seed_a], loaded[seed_b], perms.get((seed_a, seed_b)))
+        x_bn = (data.x["train"][:bn] if bn else data.x["train"]) if has_batchnorm(model_a) else None
+        rows = layer_metrics(model_a, model_b, x, lambdas, batch_size=int(mp["batch_size"]), x_bn=x_bn,
+                             energy=float(mp["energy"]), active_threshold=float(mp["active_threshold"]))
+        base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,
+                "energy": float(mp["energy"]), "n_samples": len(x), "dense_form": dense}
+        for r in rows:
+            r = dict(r)
+            r["weight_key"] = r.pop("weight", "")
+            out_rows.append({**base, **r})
+            if abs(r["lam_paper"] - 0.5) < 1e-9:
+                log.info(f"[mechanism] pair ({seed_a},{seed_b}) layer {r['layer']} λ=½: lewc={r['lewc_cos']:.4f} "
+                         f"llfc={r['llfc_cos']:.4f} weak_add={r['weak_additivity']:.4f} cross_ratio="
+                         f"({r['cross_ratio_a']:.3f},{r['cross_ratio_b']:.3f}) erank_rel=({r['erank_rel_a']:.3f},"
+                         f"{r['erank_rel_b']:.3f}) jaccard={r['active_jaccard']:.3f}")
+        log.info(f"[mechanism] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} done in "
+                 f"{time.perf_counter() - t0:.1f}s")
     write_table(out, "layer_metrics", out_rows)
-    for r in out_rows:
-        if abs(r["lam_paper"] - 0.5) < 1e-9:
-            log.info(f"[mechanism] layer {r['layer']} λ=½: lewc={r['lewc_cos']:.4f} llfc={r['llfc_cos']:.4f} "
-                f"weak_add={r['weak_additivity']:.4f} cross_ratio=({r['cross_ratio_a']:.3f},{r['cross_ratio_b']:.3f}) "
-                f"erank_rel=({r['erank_rel_a']:.3f},{r['erank_rel_b']:.3f}) jaccard={r['active_jaccard']:.3f}")
-    log.info(f"[mechanism] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method}: {len(out_rows)} rows "
-        f"in {time.perf_counter() - t0:.1f}s")

@@ -69,8 +69,6 @@ MASK_TYPES = ("fixed_count", "bernoulli")
 FIXED_SCALINGS = ("unit", "fan_in")
 SYMMETRY_KEYS = ("kind", "sigma_f", "sigma_f_scale", "mask_seed", "n_fixed", "mask_type",
                  "mask_density", "fixed_scaling", "gate_scale")
-DEFAULTS = {"kind": "standard", "sigma_f": 1.0, "sigma_f_scale": 1.0, "mask_seed": 0, "n_fixed": 0.125,
-            "mask_type": "fixed_count", "mask_density": 0.15, "fixed_scaling": "unit", "gate_scale": 1.0}
 
 
 def _err(key: str, msg: str) -> ValueError:
@@ -87,7 +85,9 @@ def check_symmetry(sym: dict | None) -> dict:
     unknown = sorted(set(sym) - set(SYMMETRY_KEYS))
     if unknown:
         raise _err(unknown[0], f"unknown key; allowed: {', '.join(SYMMETRY_KEYS)}")
-    out = {**DEFAULTS, **sym}
+    from lmcflow.config import block_defaults  # the schema holds every default
+
+    out = {**block_defaults("symmetry"), **sym}
     if out["kind"] not in SYMMETRY_KINDS:
         raise _err("kind", f"{out['kind']!r} is unknown; allowed: {', '.join(SYMMETRY_KINDS)}")
     if not _is_number(out["sigma_f"]) or out["sigma_f"] < 0:

@@ -8,20 +8,16 @@ point and key.
 from __future__ import annotations
 
 import jsonschema
-import yaml
 
-from lmcflow.config import ConfigError
+from lmcflow.config import POINT_BLOCKS, ConfigError, load_schema
 
 
-def validate_points(points: dict, schema_path: str) -> None:
-    with open(schema_path) as fh:
-        schema = yaml.safe_load(fh)
-    defs = schema["$defs"]
+def validate_points(points: dict) -> None:
+    defs = load_schema()["$defs"]
     for (study, pid), point in points.items():
-        for block in ("model", "train", "merge", "analysis"):
-            sub = {"$defs": defs, **defs[block]}
+        for block in POINT_BLOCKS:
             try:
-                jsonschema.validate(getattr(point, block), sub)
+                jsonschema.validate(getattr(point, block), {"$defs": defs, **defs[block]})
             except jsonschema.ValidationError as err:
                 key = ".".join(str(p) for p in err.absolute_path)
                 raise ConfigError(f"studies.{study} (point {pid}): {block}.{key}: {err.message}") from None

@@ -1,5 +1,5 @@
-"""Alignment and mechanism jobs: align → interpolate / mechanism through the job functions,
-with checkpoints and permutation files on disk, hash-verified."""
+"""Alignment, merge and mechanism jobs: align → interpolate / mechanism through the job functions of one pair
+block, with checkpoints and permutation files on disk, hash-verified."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ import torch
 
 from lmcflow.alignment import (
     apply_permutation,
-    load_permutations,
+    load_permutation_sets,
     permutation_spec,
     random_permutation,
     to_dense_form,
@@ -17,11 +17,13 @@ from lmcflow.alignment import (
 from lmcflow.config import Point
 from lmcflow.io import CorruptFileError, load_tensors, save_tensors
 from lmcflow.jobs import (
-    load_aligned_pair,
+    aligned_pair,
+    load_alignment_block,
     load_checkpoint,
-    run_align,
-    run_mechanism,
-    run_merge,
+    load_models,
+    run_align_block,
+    run_mechanism_block,
+    run_merge_block,
     run_train,
 )
 from lmcflow.symmetry import effective_state_dict
@@ -64,24 +66,34 @@ def planted_pair(tmp_path, data_path, point):
     digest = save_tensors(ckpts[1], sd_b, meta)
     row = read_table(rows[0], "runs").iloc[0].to_dict()
     write_table(rows[1], "runs", [{**row, "seed": 1, "checkpoint": str(ckpts[1]), "checkpoint_sha256": digest}])
-    return [str(c) for c in ckpts], [str(r) for r in rows], perms
+    return {s: [str(ckpts[s]), str(rows[s])] for s in (0, 1)}, perms
 
 
-def align_and_merge(tmp_path, point, method, ckpts, rows, data_path):
+PAIRS = [(0, 1)]
+
+
+def align_and_merge(tmp_path, point, method, models, data_path):
     perm, arow = tmp_path / f"{method}.safetensors", tmp_path / f"{method}.align.parquet"
     out = tmp_path / f"{method}.interp.parquet"
-    row = run_align(point, method, 0, 1, ckpts, rows, str(data_path), str(perm), str(arow), device="cpu")
-    run_merge(point, method, 0, 1, ckpts, rows, str(data_path), str(out), device="cpu",
-              alignment=[str(perm), str(arow)])
+    run_align_block(point, method, PAIRS, models, str(data_path), str(perm), str(arow), device="cpu")
+    run_merge_block(point, PAIRS, [method], models, {method: [str(perm), str(arow)]}, str(data_path), str(out),
+                    device="cpu")
+    row = read_table(arow, "alignment").iloc[0].to_dict()
     return row, read_table(out, "interpolation"), [str(perm), str(arow)]
+
+
+def merge_identity(tmp_path, point, models, data_path):
+    out = tmp_path / "identity.parquet"
+    run_merge_block(point, PAIRS, ["identity"], models, {}, str(data_path), str(out), device="cpu")
+    return read_table(out, "interpolation")
 
 
 @pytest.mark.parametrize("symmetry,method", [(None, "weight_matching"), (None, "activation_matching"),
                                              (W_ASYM, "weight_matching"), (W_ASYM, "activation_matching")])
 def test_planted_permutation_gives_zero_barrier(tmp_path, data_path, symmetry, method):
     point = make_point(symmetry)
-    ckpts, rows, planted = planted_pair(tmp_path, data_path, point)
-    row, interp, _ = align_and_merge(tmp_path, point, method, ckpts, rows, data_path)
+    models, planted = planted_pair(tmp_path, data_path, point)
+    row, interp, _ = align_and_merge(tmp_path, point, method, models, data_path)
     assert list(read_table(tmp_path / f"{method}.align.parquet", "alignment").columns) == \
         [c for c, _ in TABLES["alignment"]]
     assert row["dense_form"] == (symmetry is not None) and row["n_groups"] == 2 and row["n_units"] == 48
@@ -92,54 +104,54 @@ def test_planted_permutation_gives_zero_barrier(tmp_path, data_path, symmetry, m
     b = pd.DataFrame(barrier_rows(interp))
     assert b.value.abs().max() < 1e-5
     # without alignment the same pair is not connected bit for bit
-    out = tmp_path / "identity.parquet"
-    run_merge(point, "identity", 0, 1, ckpts, rows, str(data_path), str(out), device="cpu")
-    ident = read_table(out, "interpolation")
+    ident = merge_identity(tmp_path, point, models, data_path)
     ident = ident[ident.split == "test"].sort_values("lam")
     assert (ident.loss - ident.loss.iloc[0]).abs().max() > 1e-4
 
 
 def test_random_permutation_job_is_function_preserving_and_seeded(tmp_path, data_path):
     point = make_point()
-    ckpts, rows, _ = planted_pair(tmp_path, data_path, point)
-    row, interp, alignment = align_and_merge(tmp_path, point, "random_permutation", ckpts, rows, data_path)
+    models, _ = planted_pair(tmp_path, data_path, point)
+    row, interp, alignment = align_and_merge(tmp_path, point, "random_permutation", models, data_path)
     assert row["frac_unmoved"] < 0.5
     ends = interp[(interp.split == "test") & interp.lam.isin([0.0, 1.0])].sort_values("lam")
-    ref = read_table(rows[0], "runs").iloc[0]
+    ref = read_table(models[0][1], "runs").iloc[0]
     assert abs(ends.loss.iloc[0] - ref.test_loss) < 1e-5 and abs(ends.loss.iloc[1] - ref.test_loss) < 1e-5
-    run_align(point, "random_permutation", 0, 1, ckpts, rows, str(data_path), str(tmp_path / "r2.st"),
-                      str(tmp_path / "r2.parquet"), device="cpu")
-    p1, p2 = load_permutations(alignment[0])[0], load_permutations(tmp_path / "r2.st")[0]
+    run_align_block(point, "random_permutation", PAIRS, models, str(data_path), str(tmp_path / "r2.st"),
+                    str(tmp_path / "r2.parquet"), device="cpu")
+    p1, p2 = load_permutation_sets(alignment[0])[0][(0, 1)], load_permutation_sets(tmp_path / "r2.st")[0][(0, 1)]
     assert p1.keys() == p2.keys() and all(torch.equal(p1[g], p2[g]) for g in p1)  # seeded per point and pair
+    # the same computation gives the same bytes: no timings or paths inside the permutation file
+    assert (tmp_path / "r2.st").read_bytes() == open(alignment[0], "rb").read()
 
 
 def test_corrupt_or_mismatched_permutation_file_is_refused(tmp_path, data_path):
     point = make_point()
-    ckpts, rows, _ = planted_pair(tmp_path, data_path, point)
-    _, _, (perm, arow) = align_and_merge(tmp_path, point, "weight_matching", ckpts, rows, data_path)
-    with pytest.raises(ValueError, match="alignment row is for"):
-        load_aligned_pair(point, "activation_matching", 0, 1, ckpts, rows, [perm, arow], "cpu")
-    with pytest.raises(ValueError, match="rule align"):
-        load_aligned_pair(point, "weight_matching", 0, 1, ckpts, rows, [], "cpu")
+    models, _ = planted_pair(tmp_path, data_path, point)
+    _, _, (perm, arow) = align_and_merge(tmp_path, point, "weight_matching", models, data_path)
+    with pytest.raises(ValueError, match="alignment rows are for"):
+        load_alignment_block(point, "activation_matching", perm, arow)
     with open(perm, "r+b") as fh:
         fh.seek(-3, 2)
         fh.write(b"\x00\x01\x02")
     with pytest.raises(CorruptFileError, match="does not match the recorded"):
-        load_aligned_pair(point, "weight_matching", 0, 1, ckpts, rows, [perm, arow], "cpu")
+        load_alignment_block(point, "weight_matching", perm, arow)
 
 
 def test_activation_matching_on_trained_w_asymmetric_models_preserves_b(tmp_path, data_path):
     """Two independently trained W-asymmetric MLPs: the aligned B (dense form) computes B's function."""
     point = make_point(W_ASYM)
-    ckpts = [str(tmp_path / f"seed-{s}.safetensors") for s in (0, 1)]
-    rows = [str(tmp_path / f"seed-{s}.run.parquet") for s in (0, 1)]
+    models = {s: [str(tmp_path / f"seed-{s}.safetensors"), str(tmp_path / f"seed-{s}.run.parquet")] for s in (0, 1)}
     for s in (0, 1):
-        run_train(point, s, data_path, ckpts[s], rows[s], device="cpu")
+        run_train(point, s, data_path, *models[s], device="cpu")
     perm, arow = str(tmp_path / "am.safetensors"), str(tmp_path / "am.parquet")
-    row = run_align(point, "activation_matching", 0, 1, ckpts, rows, str(data_path), perm, arow, device="cpu")
+    run_align_block(point, "activation_matching", PAIRS, models, str(data_path), perm, arow, device="cpu")
+    row = read_table(arow, "alignment").iloc[0]
     assert row["dense_form"] and 0 < row["objective"] <= 1 and row["n_samples"] == 512
-    model_a, model_b, dense = load_aligned_pair(point, "activation_matching", 0, 1, ckpts, rows, [perm, arow], "cpu")
-    original_b, _ = load_checkpoint(ckpts[1], rows[1], "cpu")
+    loaded = load_models(models, "cpu")
+    perms = load_alignment_block(point, "activation_matching", perm, arow)[(0, 1)]
+    model_a, model_b, dense = aligned_pair(loaded[0], loaded[1], perms)
+    original_b, _ = load_checkpoint(*models[1], "cpu")
     x = torch.randn(64, 20, generator=torch.Generator().manual_seed(0))
     assert dense and torch.allclose(predict(model_b, x), predict(original_b, x), atol=1e-5)
     # dense form: masks are all ones, offsets zero, weights are W_eff
@@ -150,11 +162,10 @@ def test_activation_matching_on_trained_w_asymmetric_models_preserves_b(tmp_path
 
 def test_mechanism_job_on_planted_pair(tmp_path, data_path):
     point = make_point()
-    ckpts, rows, _ = planted_pair(tmp_path, data_path, point)
-    _, _, alignment = align_and_merge(tmp_path, point, "weight_matching", ckpts, rows, data_path)
+    models, _ = planted_pair(tmp_path, data_path, point)
+    _, _, alignment = align_and_merge(tmp_path, point, "weight_matching", models, data_path)
     out = tmp_path / "mech.parquet"
-    run_mechanism(point, "weight_matching", 0, 1, ckpts, rows, str(data_path), str(out), device="cpu",
-                  alignment=alignment)
+    run_mechanism_block(point, "weight_matching", PAIRS, models, alignment, str(data_path), str(out), device="cpu")
     lm = read_table(out, "layer_metrics")
     assert list(lm.columns) == [c for c, _ in TABLES["layer_metrics"]]
     assert len(lm) == 2 * 5 and set(lm.layer) == {1, 2} and (lm.n_samples == 200).all()
@@ -163,6 +174,7 @@ def test_mechanism_job_on_planted_pair(tmp_path, data_path):
     assert np.allclose(lm.lewc_cos, 1, atol=1e-6) and np.allclose(lm.llfc_cos, 1, atol=1e-6)
     assert np.allclose(lm.active_jaccard, 1) and np.allclose(lm.erank_a, lm.erank_b)
     # unaligned: the same pair is far from LLFC in layer 2
-    run_mechanism(point, "identity", 0, 1, ckpts, rows, str(data_path), str(tmp_path / "m0.parquet"), device="cpu")
+    run_mechanism_block(point, "identity", PAIRS, models, None, str(data_path), str(tmp_path / "m0.parquet"),
+                        device="cpu")
     m0 = read_table(tmp_path / "m0.parquet", "layer_metrics")
     assert m0[(m0.layer == 2) & (m0.lam_paper == 0.5)].llfc_cos.iloc[0] < 0.999

@@ -11,10 +11,10 @@ from lmcflow.alignment import (
     align,
     apply_permutation,
     identity,
-    load_permutations,
+    load_permutation_sets,
     permutation_spec,
     random_permutation,
-    save_permutations,
+    save_permutation_sets,
     weight_matching,
     weight_matching_objective,
 )
@@ -250,13 +250,17 @@ def test_align_dispatch_and_independent_models():
         align("identity", model_a, make_model("mlp", "none", 0.25))
 
 
-def test_save_load_permutations(tmp_path):
+def test_save_load_permutation_sets(tmp_path):
     spec = permutation_spec(make_model("resnet20", "batchnorm", 0.25))
     perms, _ = random_permutation(spec, seed=2)
-    info = {"objective": 1.5, "iterations": 3, "seconds": 0.1, "objective_history": [1.0, 1.5]}
-    digest = save_permutations(tmp_path / "perm.safetensors", perms, info)
-    back, info2 = load_permutations(tmp_path / "perm.safetensors", expected_sha256=digest)
-    assert info2 == info
+    other, _ = random_permutation(spec, seed=5)
+    info = {"method": "random_permutation", "dense_form": False}
+    digest = save_permutation_sets(tmp_path / "perm.safetensors", {(0, 1): perms, (0, 12): other}, info)
+    sets, info2 = load_permutation_sets(tmp_path / "perm.safetensors", expected_sha256=digest)
+    assert info2 == {**info, "pairs": [[0, 1], [0, 12]]}
+    assert set(sets) == {(0, 1), (0, 12)}
+    back = sets[(0, 1)]
     assert set(back) == set(perms) and all(torch.equal(back[g], perms[g]) for g in perms)
+    assert all(torch.equal(sets[(0, 12)][g], other[g]) for g in other)
     assert random_permutation(spec, seed=2)[0]["stage1"].tolist() == perms["stage1"].tolist()
     assert random_permutation(spec, seed=3)[0]["stage2"].tolist() != perms["stage2"].tolist()

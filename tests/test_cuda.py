@@ -12,15 +12,15 @@ import pandas as pd
 import pytest
 import torch
 
-from lmcflow.alignment import load_permutations, permutation_spec, weight_matching
+from lmcflow.alignment import load_permutation_sets, permutation_spec, weight_matching
 from lmcflow.config import Point
 from lmcflow.io import load_tensors, save_tensors
 from lmcflow.jobs import (
     load_checkpoint,
-    run_align,
-    run_identifiability_point,
-    run_mechanism,
-    run_merge,
+    run_align_block,
+    run_identifiability_block,
+    run_mechanism_block,
+    run_merge_block,
     run_swap_costs,
     run_train,
 )
@@ -142,20 +142,21 @@ def test_merge_align_mechanism_jobs_match_cpu(tmp_path, vector_data, image_data,
     point = make_point(arch, symmetry)
     data = vector_data if arch == "mlp" else image_data
     ckpts, rows = _train_pair(point, data, tmp_path, CPU)
+    models, pairs = {s: [ckpts[s], rows[s]] for s in (0, 1)}, [(0, 1)]
     tables = {}
     for dev in (CPU, CUDA):
         out = {}
-        run_merge(point, "identity", 0, 1, ckpts, rows, data, str(tmp_path / f"{dev}-id.parquet"), device=dev)
+        run_merge_block(point, pairs, ["identity"], models, {}, data, str(tmp_path / f"{dev}-id.parquet"), device=dev)
         out["identity"] = read_table(tmp_path / f"{dev}-id.parquet", "interpolation")
         for method in ("weight_matching", "activation_matching"):
             perm, arow = str(tmp_path / f"{dev}-{method}.st"), str(tmp_path / f"{dev}-{method}.parquet")
-            run_align(point, method, 0, 1, ckpts, rows, data, perm, arow, device=dev)
-            out[f"{method}-perms"] = load_permutations(perm)[0]
+            run_align_block(point, method, pairs, models, data, perm, arow, device=dev)
+            out[f"{method}-perms"] = load_permutation_sets(perm)[0][(0, 1)]
             interp = str(tmp_path / f"{dev}-{method}-interp.parquet")
-            run_merge(point, method, 0, 1, ckpts, rows, data, interp, device=dev, alignment=[perm, arow])
+            run_merge_block(point, pairs, [method], models, {method: [perm, arow]}, data, interp, device=dev)
             out[method] = read_table(interp, "interpolation")
         mech = str(tmp_path / f"{dev}-mech.parquet")
-        run_mechanism(point, "identity", 0, 1, ckpts, rows, data, mech, device=dev)
+        run_mechanism_block(point, "identity", pairs, models, None, data, mech, device=dev)
         out["mechanism"] = read_table(mech, "layer_metrics")
         tables[dev] = out
     cpu, gpu = tables[CPU], tables[CUDA]
@@ -170,13 +171,13 @@ def test_merge_align_mechanism_jobs_match_cpu(tmp_path, vector_data, image_data,
 def test_identifiability_jobs_match_cpu(tmp_path, vector_data):
     point = make_point("mlp", {"kind": "w_asymmetric", "sigma_f": 1.0, "n_fixed": 0.25}, norm="layernorm")
     ckpts, rows = _train_pair(point, vector_data, tmp_path, CPU)
-    ck, rw = dict(zip(point.seeds, ckpts)), dict(zip(point.seeds, rows))
+    models = {s: [c, r] for s, c, r in zip(point.seeds, ckpts, rows)}
     got = {}
     for dev in (CPU, CUDA):
         m, lmc = str(tmp_path / f"{dev}-m.parquet"), str(tmp_path / f"{dev}-l.parquet")
         s, t = str(tmp_path / f"{dev}-s.parquet"), str(tmp_path / f"{dev}-t.parquet")
-        run_identifiability_point(point, ck, rw, vector_data, m, lmc, device=dev)
-        run_swap_costs(point, ck, rw, vector_data, s, t, device=dev)
+        run_identifiability_block(point, point.pairs, models, vector_data, m, lmc, device=dev)
+        run_swap_costs(point, models, vector_data, s, t, device=dev)
         got[dev] = [read_table(m, "identifiability"), read_table(lmc, "identifiability_lmc"),
                     read_table(s, "swap_costs"), read_table(t, "swap_matrix")]
     for a, b in zip(got[CPU], got[CUDA]):

@@ -69,7 +69,7 @@ def test_killed_training_resumes_to_identical_tables(reference, tmp_path):
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            states = list((tmp_path / "work/models").rglob("*.state.safetensors"))
+            states = list((tmp_path / "work/state").rglob("*.state.safetensors"))
             if states:
                 break
             time.sleep(0.05)
@@ -84,7 +84,7 @@ def test_killed_training_resumes_to_identical_tables(reference, tmp_path):
     run(tmp_path, "--rerun-incomplete")
     logs = "".join(p.read_text() for p in (tmp_path / "logs/train").rglob("*.log"))
     assert "resumed from" in logs
-    assert not list((tmp_path / "work/models").rglob("*.state.safetensors"))  # removed on completion
+    assert not list((tmp_path / "work/state").rglob("*.state.safetensors"))  # removed on completion
     got, ref = tables(tmp_path), tables(reference)
     for kind in got:
         a = got[kind].drop(columns=[c for c in STABLE_COLUMNS if c in got[kind]])
@@ -117,11 +117,11 @@ def test_divergence_fails_clearly_without_writing_a_model(tmp_path):
     cfg["studies"]["faults"]["seeds"] = [0]
     path = tmp_path / "diverge.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    res = run(tmp_path, f"{'work'}/models/faults/width-1/seed-0.safetensors", config=path, check_rc=False)
-    log = (tmp_path / "logs/train/faults/width-1/seed-0.log").read_text()
+    res = run(tmp_path, "work/models/faults/width-1/bundle-0", config=path, check_rc=False)
+    log = (tmp_path / "logs/train/faults/width-1/bundle-0.log").read_text()
     assert res.returncode != 0
     assert "training diverged" in log and "epoch 1/4" in log and "lr=" in log
-    assert not (tmp_path / "work/models/faults/width-1/seed-0.safetensors").exists()
+    assert not (tmp_path / "work/models/faults/width-1/bundle-0/seed-0.safetensors").exists()
     record("NaN loss")
 
 

@@ -13,8 +13,8 @@ from lmcflow.data import load_dataset, prepare_dataset, subset_indices
 from lmcflow.io import save_tensors
 from lmcflow.jobs import (
     run_coherence_table,
-    run_identifiability_point,
-    run_merge,
+    run_identifiability_block,
+    run_merge_block,
     run_swap_costs,
     run_train,
 )
@@ -31,11 +31,12 @@ def _point(study, model, analysis, dataset="d", seeds=(0, 1)):
 
 
 def _train_all(point, data_path, tmp_path):
-    ckpts, rows = {}, {}
+    """{seed: [checkpoint, run row]} of the point's models, trained."""
+    models = {}
     for s in point.seeds:
-        ckpts[s], rows[s] = str(tmp_path / f"m{s}.safetensors"), str(tmp_path / f"m{s}.parquet")
-        run_train(point, s, str(data_path), ckpts[s], rows[s], device="cpu")
-    return ckpts, rows
+        models[s] = [str(tmp_path / f"m{s}.safetensors"), str(tmp_path / f"m{s}.parquet")]
+        run_train(point, s, str(data_path), *models[s], device="cpu")
+    return models
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +54,8 @@ MLP = {"arch": "mlp", "width": 1.0, "depth": 2, "base_width": 12, "bias": True, 
 
 def test_identifiability_point_mlp(gs_data, tmp_path):
     point = _point("s", MLP, {"identifiability": True, "n_random": 5, "n_samples": 200}, seeds=(0, 1, 2))
-    ckpts, rows = _train_all(point, gs_data, tmp_path)
-    run_identifiability_point(point, ckpts, rows, str(gs_data), str(tmp_path / "m.parquet"),
+    models = _train_all(point, gs_data, tmp_path)
+    run_identifiability_block(point, point.pairs, models, str(gs_data), str(tmp_path / "m.parquet"),
                               str(tmp_path / "l.parquet"), device="cpu")
     m = read_table(tmp_path / "m.parquet", "identifiability")
     assert len(m) == 3 * 2 and set(m.layer) == {0, 1} and (m.n_samples == 200).all()
@@ -72,8 +73,8 @@ def test_identifiability_point_mlp(gs_data, tmp_path):
 
 def test_swap_costs_point(gs_data, tmp_path):
     point = _point("s", MLP, {"swap_costs": True, "n_samples": 200, "heatmap_units": 5})
-    ckpts, rows = _train_all(point, gs_data, tmp_path)
-    run_swap_costs(point, ckpts, rows, str(gs_data), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
+    models = _train_all(point, gs_data, tmp_path)
+    run_swap_costs(point, models, str(gs_data), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
                    device="cpu")
     s = read_table(tmp_path / "s.parquet", "swap_costs")
     assert sorted(s.layer.unique()) == ["layers.0", "layers.1"] and len(s) == 4
@@ -98,12 +99,12 @@ def test_identifiability_point_resnet20_groupnorm(tmp_path):
              "activation": "relu", "symmetry": {"kind": "w_asymmetric", "sigma_f": 0.5, "n_fixed": 0.125}}
     point = _point("r", model, {"identifiability": True, "n_random": 3, "n_samples": 64, "swap_costs": True})
     point.train["epochs"] = 1
-    ckpts, rows = _train_all(point, data_path, tmp_path)
-    run_identifiability_point(point, ckpts, rows, str(data_path), str(tmp_path / "m.parquet"),
+    models = _train_all(point, data_path, tmp_path)
+    run_identifiability_block(point, point.pairs, models, str(data_path), str(tmp_path / "m.parquet"),
                               str(tmp_path / "l.parquet"), device="cpu")
     m = read_table(tmp_path / "m.parquet", "identifiability")
     assert len(m) == 19  # stem + 2 features per block × 9 blocks
-    run_swap_costs(point, ckpts, rows, str(data_path), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
+    run_swap_costs(point, models, str(data_path), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
                    device="cpu")
     assert len(read_table(tmp_path / "s.parquet", "swap_costs")) == 2 * 21  # 19 convs + 2 shortcuts
 
@@ -122,10 +123,9 @@ def test_coherence_table_from_interpolation(tmp_path):
         p = _point("c", model, {"coherence": True, "n_samples": 200}, dataset=ds)
         p.point = ds
         (tmp_path / ds).mkdir()
-        ckpts, rows = _train_all(p, paths[ds], tmp_path / ds)
+        models = _train_all(p, paths[ds], tmp_path / ds)
         out = tmp_path / f"{ds}.merge.parquet"
-        run_merge(p, "identity", 0, 1, [ckpts[0], ckpts[1]], [rows[0], rows[1]], str(paths[ds]), str(out),
-                  device="cpu")
+        run_merge_block(p, p.pairs, ["identity"], models, {}, str(paths[ds]), str(out), device="cpu")
         merges.append(read_table(out, "interpolation"))
         points.append(p)
     interp = tmp_path / "interp.parquet"

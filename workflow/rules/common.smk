@@ -4,8 +4,6 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-from snakemake.utils import validate
 
 # The lmcflow of this checkout, for the DAG and for every job (script: processes and cluster jobs
 # inherit the environment), whatever venv is active: two clones sharing one venv never mix code.
@@ -13,18 +11,21 @@ CHECKOUT = str(Path(workflow.basedir))
 sys.path.insert(0, CHECKOUT)
 os.environ["PYTHONPATH"] = os.pathsep.join([CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT])
 
-from lmcflow.config import ConfigError, expand_points, check_semantics, study_points, swept_values
+from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config, study_points, swept_values
 from lmcflow.claims import REGISTRY as CLAIMS
 from lmcflow.data import dataset_names
 from lmcflow.models import ARCHITECTURES
 from lmcflow.validation import validate_points
 
-SCHEMA = str(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
-validate(config, schema=SCHEMA)
 try:
+    # The embedded default or the --configfile file(s), with --config overrides on top; defaults from the schema.
+    _resolved = resolve_config(workflow.config_settings.configfiles, workflow.config_settings.config,
+                               default_path=Path(workflow.basedir) / "config/config.yaml")
+    config.clear()
+    config.update(_resolved)
     check_semantics(config, CLAIMS, dataset_names(config["data"]), ARCHITECTURES)
     POINTS = expand_points(config)
-    validate_points(POINTS, SCHEMA)
+    validate_points(POINTS)
 except ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
@@ -38,9 +39,8 @@ STUDIES = list(config["studies"])
 wildcard_constraints:
     study="[A-Za-z0-9_-]+",
     point="[^/]+",
-    seed=r"\d+",
-    seed_a=r"\d+",
-    seed_b=r"\d+",
+    block=r"\d+",
+    blocks=r"\d+-\d+",
     method="[a-z_]+",
     dataset="[A-Za-z0-9_-]+",
 
@@ -57,49 +57,102 @@ def data_file(dataset):
     return f"{WORK}/data/{dataset}.safetensors"
 
 
-def model_file(study, point, seed):
-    return f"{WORK}/models/{study}/{point}/seed-{seed}.safetensors"
+# --------------------------------------------------------------------------- bundles and pair blocks
+# A train job trains one bundle (a block of seed values of a point, lmcflow.bundles) into a directory holding
+# one checkpoint and one run row per model; merge, alignment and analysis jobs take one pair block.
+from lmcflow.bundles import blocks_label, pair_blocks, parse_blocks, seed_block, seed_blocks
 
 
-def run_row_file(study, point, seed):
-    return f"{WORK}/models/{study}/{point}/seed-{seed}.run.parquet"
+def bundle_dir(study, point, block):
+    return f"{WORK}/models/{study}/{point}/bundle-{block}"
 
 
-def merge_file(study, point, method, a, b):
-    return f"{WORK}/merge/{study}/{point}/{method}/pair-{a}-{b}.parquet"
+def model_paths(study, point, seed):
+    """[checkpoint, run row] of one trained model, inside its bundle's directory."""
+    d = bundle_dir(study, point, seed_block(seed, POINTS[(study, point)].train["bundle"]))
+    return [f"{d}/seed-{seed}.safetensors", f"{d}/seed-{seed}.run.parquet"]
+
+
+def job_point(wc, *blocks, **keys):
+    """``params.point`` of a job: the point's ``job_dict`` of whole ``blocks`` plus only the listed keys of others
+    (e.g. ``merge=["alignment"]``), so a setting the job does not read never reruns it."""
+    p = point_of(wc)
+    out = p.job_dict(*blocks)
+    for block, names in keys.items():
+        out[block] = {k: getattr(p, block)[k] for k in names}
+    return out
+
+
+def block_seeds(wc):
+    return seed_blocks(point_of(wc))[int(wc.block)]
+
+
+def block_pairs(wc):
+    return pair_blocks(point_of(wc))[parse_blocks(wc.blocks)]
+
+
+def block_bundles(wc):
+    """The bundle directories a pair-block job reads (one or two)."""
+    return sorted({bundle_dir(wc.study, wc.point, b) for b in parse_blocks(wc.blocks)})
+
+
+def block_models(wc):
+    """{seed: [checkpoint, run row]} of every model of a pair block."""
+    seeds = sorted({s for pair in block_pairs(wc) for s in pair})
+    return {s: model_paths(wc.study, wc.point, s) for s in seeds}
+
+
+def merge_file(study, point, blocks):
+    return f"{WORK}/merge/{study}/{point}/blocks-{blocks}.parquet"
 
 
 def study_table(study, kind):
     return f"{WORK}/tables/{study}/{kind}.parquet"
 
 
-def point_resources(block, key, default):
+def point_resources(block, key, per_model=False):
     """Per-job resources from the config point (train.resources / merge.resources).
 
     ``runtime`` and ``mem_mb`` are given for width 1 and scale as max(1, width)**width_exponent
-    (compute of MLP hidden layers and conv layers grows with width squared), so one study
-    asks SLURM for short jobs at narrow widths and long ones at wide widths.
+    (compute of MLP hidden layers and conv layers grows with width squared), so one study asks
+    SLURM for short jobs at narrow widths and long ones at wide widths; ``per_model`` runtimes
+    (training) are multiplied by the bundle's model count.
     """
     def get(wc):
         point = point_of(wc)
-        res = getattr(point, block).get("resources") or {}
-        value = res.get(key, default)
+        res = getattr(point, block)["resources"]
+        value = res[key]
         if key in ("runtime", "mem_mb"):
-            value = value * max(1.0, float(point.model["width"])) ** float(res.get("width_exponent", 0))
+            value = value * max(1.0, float(point.model["width"])) ** float(res["width_exponent"])
+        if per_model and key == "runtime":
+            value = value * len(block_seeds(wc))
         return int(math.ceil(value))
     return get
 
 
+def study_bundles(study):
+    return [bundle_dir(study, p.point, b) for p in study_points(POINTS, study) for b in seed_blocks(p)]
+
+
+def study_run_rows(study):
+    return [model_paths(study, p.point, s)[1] for p in study_points(POINTS, study) for s in sorted(p.seeds)]
+
+
 def study_inputs(study, kind):
-    """Per-job files that a study's table concatenates."""
+    """Per-job files that a study's table concatenates (runs: the bundle directories holding the run rows)."""
     pts = study_points(POINTS, study)
     if kind == "runs":
-        return [run_row_file(study, p.point, s) for p in pts for s in p.seeds]
+        return study_bundles(study)
     if kind == "interpolation":
-        return [merge_file(study, p.point, m, a, b) for p in pts for m in merge_methods(p) for a, b in p.pairs]
+        return [merge_file(study, p.point, blocks_label(*b)) for p in pts for b in pair_blocks(p)]
     if kind in ALIGN_TABLE_KINDS:
         return align_study_inputs(study, kind)
     raise ValueError(kind)
+
+
+def study_table_files(study, kind):
+    """The parquet files a study table concatenates (runs: one row file per model inside the bundles)."""
+    return study_run_rows(study) if kind == "runs" else study_inputs(study, kind)
 
 
 def sweeps(study, key):
@@ -146,6 +199,12 @@ IDENT_TABLE_FLAG = {"identifiability": "identifiability", "identifiability_lmc":
                     "swap_costs": "swap_costs", "swap_matrix": "swap_costs", "coherence": "coherence"}
 
 
+# analysis keys each identifiability job reads (its params carry these only)
+IDENT_ANALYSIS_KEYS = {"identifiability": ["identifiability", "n_random", "n_samples"],
+                       "swap_costs": ["swap_costs", "n_samples", "var_threshold", "heatmap_units"],
+                       "coherence": ["coherence", "n_samples", "var_threshold"]}
+
+
 def analysis_points(study, flag):
     return [p for p in study_points(POINTS, study) if analysis_params(p)[flag]]
 
@@ -157,21 +216,17 @@ def table_studies(kind):
     return [s for s in STUDIES if analysis_points(s, IDENT_TABLE_FLAG[kind])]
 
 
-def ident_point_file(study, point, kind):
-    """Per-point output of rule identifiability (all seed pairs) or swap_costs (all seeds)."""
-    return f"{WORK}/identifiability/{study}/{point}/{kind}.parquet"
-
-
-def point_models(wc):
-    """{seed: checkpoint} and {seed: run row} of every seed of a point, as named inputs."""
-    p = point_of(wc)
-    return {**{f"ckpt_{s}": model_file(wc.study, wc.point, s) for s in p.seeds},
-            **{f"row_{s}": run_row_file(wc.study, wc.point, s) for s in p.seeds}}
+def ident_point_file(study, point, kind, blocks):
+    """Output of rule identifiability (one pair block) or swap_costs (one bundle: ``blocks`` = its index)."""
+    return f"{WORK}/identifiability/{study}/{point}/{kind}-{blocks}.parquet"
 
 
 def ident_study_inputs(study, kind):
     """Per-job files that a study's identifiability table concatenates."""
-    return [ident_point_file(study, p.point, kind) for p in analysis_points(study, IDENT_TABLE_FLAG[kind])]
+    pts = analysis_points(study, IDENT_TABLE_FLAG[kind])
+    if kind in ("swap_costs", "swap_matrix"):
+        return [ident_point_file(study, p.point, kind, b) for p in pts for b in seed_blocks(p)]
+    return [ident_point_file(study, p.point, kind, blocks_label(*b)) for p in pts for b in pair_blocks(p)]
 
 
 IDENT_FIGURES = {"identifiability": ["objective_vs_sigma_f", "barrier_vs_sigma_f"],
@@ -200,33 +255,32 @@ from lmcflow.config import mechanism_methods, merge_methods
 ALIGN_TABLE_KINDS = ("alignment", "layer_metrics")
 
 
-def align_file(study, point, method, a, b):
-    return f"{WORK}/align/{study}/{point}/{method}/pair-{a}-{b}.safetensors"
+def align_file(study, point, method, blocks):
+    return f"{WORK}/align/{study}/{point}/{method}/blocks-{blocks}.safetensors"
 
 
-def align_row_file(study, point, method, a, b):
-    return f"{WORK}/align/{study}/{point}/{method}/pair-{a}-{b}.parquet"
+def align_row_file(study, point, method, blocks):
+    return f"{WORK}/align/{study}/{point}/{method}/blocks-{blocks}.parquet"
 
 
-def mechanism_file(study, point, method, a, b):
-    return f"{WORK}/mechanism/{study}/{point}/{method}/pair-{a}-{b}.parquet"
+def mechanism_file(study, point, method, blocks):
+    return f"{WORK}/mechanism/{study}/{point}/{method}/blocks-{blocks}.parquet"
 
 
-def alignment_inputs(wc):
-    """[permutation file, alignment row] of rule align for a merge/mechanism job; none for identity."""
-    if wc.method == "identity":
-        return []
-    args = (wc.study, wc.point, wc.method, wc.seed_a, wc.seed_b)
-    return [align_file(*args), align_row_file(*args)]
+def block_alignments(wc, methods):
+    """{method: [permutation file, alignment rows]} of rule align for the non-identity ``methods``."""
+    return {m: [align_file(wc.study, wc.point, m, wc.blocks), align_row_file(wc.study, wc.point, m, wc.blocks)]
+            for m in methods if m != "identity"}
 
 
 def align_study_inputs(study, kind):
     pts = study_points(POINTS, study)
     if kind == "alignment":
-        return [align_row_file(study, p.point, m, a, b)
-                for p in pts for m in merge_methods(p) if m != "identity" for a, b in p.pairs]
+        return [align_row_file(study, p.point, m, blocks_label(*b))
+                for p in pts for m in merge_methods(p) if m != "identity" for b in pair_blocks(p)]
     if kind == "layer_metrics":
-        return [mechanism_file(study, p.point, m, a, b) for p in pts for m in mechanism_methods(p) for a, b in p.pairs]
+        return [mechanism_file(study, p.point, m, blocks_label(*b))
+                for p in pts for m in mechanism_methods(p) for b in pair_blocks(p)]
     raise ValueError(kind)
 
 

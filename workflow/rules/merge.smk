@@ -1,46 +1,52 @@
 rule interpolate:
-    """Evaluate θ(λ) = (1−λ)θ_A + λθ_B on the λ grid, raw and temperature-calibrated (B permuted by rule
-    align's permutations for method ≠ identity)."""
+    """Evaluate θ(λ) = (1−λ)θ_A + λθ_B on the λ grid, raw and temperature-calibrated, for every seed pair of a
+    pair block and every merge method of the point (B permuted by rule align's permutations for method ≠
+    identity)."""
     input:
         data=lambda wc: data_file(point_of(wc).dataset),
-        ckpts=lambda wc: [model_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
-        rows=lambda wc: [run_row_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
-        alignment=alignment_inputs,  # [permutations, alignment row] of rule align; none for identity
+        bundles=block_bundles,
+        alignment=lambda wc: [f for fs in block_alignments(wc, merge_methods(point_of(wc))).values() for f in fs],
     output:
-        merge_file("{study}", "{point}", "{method}", "{seed_a}", "{seed_b}"),
+        merge_file("{study}", "{point}", "{blocks}"),
     log:
-        f"{LOGS}/merge/{{study}}/{{point}}/{{method}}/pair-{{seed_a}}-{{seed_b}}.log",
+        f"{LOGS}/merge/{{study}}/{{point}}/blocks-{{blocks}}.log",
     params:
-        point=lambda wc: point_of(wc).to_dict(),
+        point=lambda wc: point_of(wc).job_dict("model", "train", "merge"),
+        pairs=block_pairs,
+        methods=lambda wc: merge_methods(point_of(wc)),
+        models=block_models,
+        alignment=lambda wc: block_alignments(wc, merge_methods(point_of(wc))),
         device=config["device"],
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb", 4000),
-        runtime=point_resources("merge", "runtime", 30),
-        gpu=point_resources("merge", "gpu", 0),
+        mem_mb=point_resources("merge", "mem_mb"),
+        runtime=point_resources("merge", "runtime"),
+        gpu=point_resources("merge", "gpu"),
     script:
         "../scripts/interpolate.py"
 
 
 rule align:
-    """Permutations aligning model B of a seed pair to model A with one method (weight matching, activation
-    matching, random permutation), saved as safetensors; objective, iterations and time in one row."""
+    """Permutations aligning model B to model A with one method (weight matching, activation matching,
+    random permutation) for every seed pair of a pair block, in one safetensors file; objective, iterations
+    and time in one row per pair."""
     input:
         data=lambda wc: data_file(point_of(wc).dataset),
-        ckpts=lambda wc: [model_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
-        rows=lambda wc: [run_row_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
+        bundles=block_bundles,
     output:
-        perms=align_file("{study}", "{point}", "{method}", "{seed_a}", "{seed_b}"),
-        row=align_row_file("{study}", "{point}", "{method}", "{seed_a}", "{seed_b}"),
+        perms=align_file("{study}", "{point}", "{method}", "{blocks}"),
+        rows=align_row_file("{study}", "{point}", "{method}", "{blocks}"),
     log:
-        f"{LOGS}/align/{{study}}/{{point}}/{{method}}/pair-{{seed_a}}-{{seed_b}}.log",
+        f"{LOGS}/align/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
     params:
-        point=lambda wc: point_of(wc).to_dict(),
+        point=lambda wc: job_point(wc, "model", "train", merge=["alignment"]),
+        pairs=block_pairs,
+        models=block_models,
         device=config["device"],
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb", 4000),
-        runtime=point_resources("merge", "runtime", 30),
-        gpu=point_resources("merge", "gpu", 0),
+        mem_mb=point_resources("merge", "mem_mb"),
+        runtime=point_resources("merge", "runtime"),
+        gpu=point_resources("merge", "gpu"),
     script:
         "../scripts/align.py"

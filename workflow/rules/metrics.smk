@@ -16,6 +16,7 @@ rule study_table:
         kind="runs|interpolation|alignment|layer_metrics",
     params:
         kind=lambda wc: wc.kind,
+        files=lambda wc: study_table_files(wc.study, wc.kind),
     script:
         "../scripts/concat_table.py"
 
@@ -44,6 +45,7 @@ rule result_table:
         kind="runs|interpolation|barriers|alignment|layer_metrics|" + "|".join(IDENT_TABLE_KINDS),
     params:
         kind=lambda wc: wc.kind,
+        files=lambda wc: [study_table(s, wc.kind) for s in table_studies(wc.kind)],
     script:
         "../scripts/concat_table.py"
 
@@ -55,46 +57,49 @@ localrules:
 
 
 rule identifiability:
-    """Every seed pair of a point: activation-matching objective per hidden layer, and unaligned vs aligned
+    """Every seed pair of a pair block: activation-matching objective per hidden layer, and unaligned vs aligned
     (activation matching) LMC on the effective weights."""
     input:
-        unpack(point_models),
         data=lambda wc: data_file(point_of(wc).dataset),
+        bundles=block_bundles,
     output:
-        matching=ident_point_file("{study}", "{point}", "identifiability"),
-        lmc=ident_point_file("{study}", "{point}", "identifiability_lmc"),
+        matching=ident_point_file("{study}", "{point}", "identifiability", "{blocks}"),
+        lmc=ident_point_file("{study}", "{point}", "identifiability_lmc", "{blocks}"),
     log:
-        f"{LOGS}/identifiability/{{study}}/{{point}}/identifiability.log",
+        f"{LOGS}/identifiability/{{study}}/{{point}}/identifiability-{{blocks}}.log",
     params:
-        point=lambda wc: point_of(wc).to_dict(),
+        point=lambda wc: job_point(wc, "model", "train", "merge", analysis=IDENT_ANALYSIS_KEYS["identifiability"]),
+        pairs=block_pairs,
+        models=block_models,
         device=config["device"],
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb", 4000),
-        runtime=point_resources("merge", "runtime", 30),
-        gpu=point_resources("merge", "gpu", 0),
+        mem_mb=point_resources("merge", "mem_mb"),
+        runtime=point_resources("merge", "runtime"),
+        gpu=point_resources("merge", "gpu"),
     script:
         "../scripts/identifiability.py"
 
 
 rule swap_costs:
-    """Realization and swap costs of every hidden weight layer of each trained model of a point."""
+    """Realization and swap costs of every hidden weight layer of each trained model of a bundle."""
     input:
-        unpack(point_models),
         data=lambda wc: data_file(point_of(wc).dataset),
+        bundle=bundle_dir("{study}", "{point}", "{block}"),
     output:
-        summary=ident_point_file("{study}", "{point}", "swap_costs"),
-        matrix=ident_point_file("{study}", "{point}", "swap_matrix"),
+        summary=ident_point_file("{study}", "{point}", "swap_costs", "{block}"),
+        matrix=ident_point_file("{study}", "{point}", "swap_matrix", "{block}"),
     log:
-        f"{LOGS}/identifiability/{{study}}/{{point}}/swap_costs.log",
+        f"{LOGS}/identifiability/{{study}}/{{point}}/swap_costs-{{block}}.log",
     params:
-        point=lambda wc: point_of(wc).to_dict(),
+        point=lambda wc: job_point(wc, "model", "train", analysis=IDENT_ANALYSIS_KEYS["swap_costs"]),
+        models=lambda wc: {s: model_paths(wc.study, wc.point, s) for s in block_seeds(wc)},
         device=config["device"],
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb", 4000),
-        runtime=point_resources("merge", "runtime", 30),
-        gpu=point_resources("merge", "gpu", 0),
+        mem_mb=point_resources("merge", "mem_mb"),
+        runtime=point_resources("merge", "runtime"),
+        gpu=point_resources("merge", "gpu"),
     script:
         "../scripts/swap_costs.py"
 
@@ -111,6 +116,7 @@ rule identifiability_study_table:
         kind="identifiability|identifiability_lmc|swap_costs|swap_matrix",
     params:
         kind=lambda wc: wc.kind,
+        files=lambda wc: ident_study_inputs(wc.study, wc.kind),
     script:
         "../scripts/concat_table.py"
 
@@ -125,7 +131,8 @@ rule coherence_table:
     log:
         f"{LOGS}/tables/{{study}}/coherence.log",
     params:
-        points=lambda wc: [p.to_dict() for p in analysis_points(wc.study, "coherence")],
+        points=lambda wc: [p.job_dict("model", "train") | {"analysis": {k: p.analysis[k] for k in IDENT_ANALYSIS_KEYS["coherence"]}}
+                           for p in analysis_points(wc.study, "coherence")],
         data_paths=lambda wc: {p.dataset: data_file(p.dataset) for p in analysis_points(wc.study, "coherence")},
     script:
         "../scripts/coherence_table.py"
@@ -133,24 +140,26 @@ rule coherence_table:
 
 # --------------------------------------------------------------------------- alignment and mechanism
 rule mechanism:
-    """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of one seed pair
-    (B permuted by the method's alignment), per hidden layer on the λ grid."""
+    """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of every seed pair of a
+    pair block (B permuted by the method's alignment), per hidden layer on the λ grid."""
     input:
         data=lambda wc: data_file(point_of(wc).dataset),
-        ckpts=lambda wc: [model_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
-        rows=lambda wc: [run_row_file(wc.study, wc.point, s) for s in (wc.seed_a, wc.seed_b)],
-        alignment=alignment_inputs,
+        bundles=block_bundles,
+        alignment=lambda wc: block_alignments(wc, [wc.method]).get(wc.method, []),
     output:
-        mechanism_file("{study}", "{point}", "{method}", "{seed_a}", "{seed_b}"),
+        mechanism_file("{study}", "{point}", "{method}", "{blocks}"),
     log:
-        f"{LOGS}/mechanism/{{study}}/{{point}}/{{method}}/pair-{{seed_a}}-{{seed_b}}.log",
+        f"{LOGS}/mechanism/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
     params:
-        point=lambda wc: point_of(wc).to_dict(),
+        point=lambda wc: job_point(wc, "model", "train", merge=["bn_reset_size"], analysis=["mechanism"]),
+        pairs=block_pairs,
+        models=block_models,
+        alignment=lambda wc: block_alignments(wc, [wc.method]).get(wc.method),
         device=config["device"],
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb", 4000),
-        runtime=point_resources("merge", "runtime", 30),
-        gpu=point_resources("merge", "gpu", 0),
+        mem_mb=point_resources("merge", "mem_mb"),
+        runtime=point_resources("merge", "runtime"),
+        gpu=point_resources("merge", "gpu"),
     script:
         "../scripts/mechanism.py"

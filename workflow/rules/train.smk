@@ -1,19 +1,21 @@
 rule train:
-    """Train one model of a study point with one seed (init and data order derive from the seed)."""
+    """Train one bundle: the models of a block of seeds of a point, together in one job (init and data order
+    derive from each model's seed). One checkpoint and one run row per model in the bundle's directory."""
     input:
         data=lambda wc: data_file(point_of(wc).dataset),
     output:
-        ckpt=model_file("{study}", "{point}", "{seed}"),
-        row=run_row_file("{study}", "{point}", "{seed}"),
+        directory(bundle_dir("{study}", "{point}", "{block}")),
     log:
-        f"{LOGS}/train/{{study}}/{{point}}/seed-{{seed}}.log",
+        f"{LOGS}/train/{{study}}/{{point}}/bundle-{{block}}.log",
     params:
-        point=lambda wc: point_of(wc).to_dict(),
+        point=lambda wc: point_of(wc).job_dict("model", "train"),
+        seeds=block_seeds,
         device=config["device"],
+        state_dir=lambda wc: f"{WORK}/state/{wc.study}/{wc.point}",
     threads: config["threads"]["train"]
     resources:
-        mem_mb=point_resources("train", "mem_mb", 4000),
-        runtime=point_resources("train", "runtime", 60),
-        gpu=point_resources("train", "gpu", 0),
+        mem_mb=point_resources("train", "mem_mb"),
+        runtime=point_resources("train", "runtime", per_model=True),
+        gpu=point_resources("train", "gpu"),
     script:
         "../scripts/train.py"

@@ -1,10 +1,9 @@
 from lmcflow.config import Point
+from lmcflow.jobs import run_align_block, set_threads
 from lmcflow.logs import job_log
-from lmcflow.jobs import run_align, set_threads
 
 with job_log(snakemake.log[0]):
     set_threads(snakemake.threads)
-    wc = snakemake.wildcards
-    run_align(Point.from_dict(snakemake.params.point), wc.method, int(wc.seed_a), int(wc.seed_b),
-              list(snakemake.input.ckpts), list(snakemake.input.rows), snakemake.input.data,
-              snakemake.output.perms, snakemake.output.row, device=snakemake.params.device)
+    p = snakemake.params
+    run_align_block(Point.from_dict(p.point), snakemake.wildcards.method, p.pairs, p.models, snakemake.input.data,
+                    snakemake.output.perms, snakemake.output.rows, device=p.device)

@@ -1,11 +1,9 @@
 from lmcflow.config import Point
+from lmcflow.jobs import run_identifiability_block, set_threads
 from lmcflow.logs import job_log
-from lmcflow.jobs import run_identifiability_point, set_threads
 
 with job_log(snakemake.log[0]):
     set_threads(snakemake.threads)
-    point = Point.from_dict(snakemake.params.point)
-    inp = snakemake.input
-    run_identifiability_point(point, {s: inp[f"ckpt_{s}"] for s in point.seeds},
-                              {s: inp[f"row_{s}"] for s in point.seeds}, inp.data, snakemake.output.matching,
-                              snakemake.output.lmc, device=snakemake.params.device)
+    p = snakemake.params
+    run_identifiability_block(Point.from_dict(p.point), p.pairs, p.models, snakemake.input.data,
+                              snakemake.output.matching, snakemake.output.lmc, device=p.device)

@@ -1,11 +1,9 @@
 from lmcflow.config import Point
+from lmcflow.jobs import run_merge_block, set_threads
 from lmcflow.logs import job_log
-from lmcflow.jobs import run_merge, set_threads
 
 with job_log(snakemake.log[0]):
     set_threads(snakemake.threads)
-    wc = snakemake.wildcards
-    run_merge(Point.from_dict(snakemake.params.point), wc.method, int(wc.seed_a), int(wc.seed_b),
-              list(snakemake.input.ckpts), list(snakemake.input.rows), snakemake.input.data,
-              snakemake.output[0], device=snakemake.params.device,
-              alignment=list(snakemake.input.alignment))
+    p = snakemake.params
+    run_merge_block(Point.from_dict(p.point), p.pairs, p.methods, p.models, p.alignment, snakemake.input.data,
+                    snakemake.output[0], device=p.device)

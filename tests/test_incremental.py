@@ -1,0 +1,108 @@
+"""The DAG reruns only what a change affects: dry runs after one real tiny run.
+
+Each rule's ``params`` carry only what determines its output (``Point.job_dict``), and bundles are
+blocks of seed values (``lmcflow.bundles``), so adding seeds never reshuffles the existing bundles.
+"""
+import copy
+import re
+
+import pytest
+import yaml
+
+from tests.conftest import run_snakemake
+
+pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
+
+BASE = {
+    "paths": {"results": "results", "work": "work", "logs": "logs"},
+    "device": "cpu",
+    "data": {"search_paths": ["/usr/share/datasets/fashion-mnist"], "download": False, "val_size": 1000},
+    "defaults": {
+        "model": {"base_width": 16},
+        "train": {"epochs": 1, "batch_size": 512, "bundle": 3, "lr": 0.05},
+        "merge": {"lambdas": 3, "train_eval_size": 1000},
+    },
+    "studies": {"width": {
+        "dataset": "fashion_mnist",
+        "seeds": [0, 1, 2],
+        "merge": {"methods": ["identity", "weight_matching"]},
+        "analysis": {"mechanism": {"methods": ["identity"], "samples": 200, "lambdas": [0.25, 0.5]}},
+        "sweep": {"model.width": [0.5, 1.0]},
+    }},
+    "claims": {"width-merge-accuracy": {"study": "width"}},
+}
+
+
+def planned_jobs(output: str) -> list[tuple[str, dict]]:
+    """(rule, wildcards) of every job a dry run lists."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        m = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if not m:
+            continue
+        wc = re.search(r"^\s*wildcards: (.*)$", block, re.MULTILINE)
+        pairs = dict(kv.split("=", 1) for kv in wc.group(1).split(", ")) if wc else {}
+        jobs.append((m.group(1), pairs))
+    return jobs
+
+
+def dry_run(workdir, cfg) -> list[tuple[str, dict]]:
+    path = workdir / "variant.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return planned_jobs(run_snakemake(path, workdir, "-n"))
+
+
+def rules(jobs) -> set:
+    return {r for r, _ in jobs}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    wd = tmp_path_factory.mktemp("incremental")
+    path = wd / "base.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    run_snakemake(path, wd)
+    assert dry_run(wd, BASE) == []  # nothing left to do
+    return wd
+
+
+def test_adding_a_seed_trains_only_its_bundle_and_merges_only_new_pairs(finished_run):
+    cfg = copy.deepcopy(BASE)
+    cfg["studies"]["width"]["seeds"] = [0, 1, 2, 3]  # seed 3 opens bundle 1 (bundle size 3)
+    jobs = dry_run(finished_run, cfg)
+    trained = [wc for r, wc in jobs if r == "train"]
+    assert trained and all(wc["block"] == "1" for wc in trained)  # bundle 0 (seeds 0-2) is not retrained
+    for rule in ("interpolate", "align", "mechanism"):
+        blocks = {wc["blocks"] for r, wc in jobs if r == rule}
+        assert blocks == {"0-1"}, (rule, blocks)  # pairs (0,3), (1,3), (2,3) only
+    assert "prepare_data" not in rules(jobs)
+
+
+def test_merge_settings_retrain_nothing(finished_run):
+    cfg = copy.deepcopy(BASE)
+    cfg["defaults"]["merge"]["lambdas"] = 5
+    jobs = rules(dry_run(finished_run, cfg))
+    assert "interpolate" in jobs and "train" not in jobs and "prepare_data" not in jobs
+    assert "align" not in jobs and "mechanism" not in jobs  # the λ grid of the path is not theirs
+
+
+def test_analysis_settings_retrain_and_remerge_nothing(finished_run):
+    cfg = copy.deepcopy(BASE)
+    cfg["studies"]["width"]["analysis"]["mechanism"]["samples"] = 300
+    jobs = rules(dry_run(finished_run, cfg))
+    assert "mechanism" in jobs
+    assert not jobs & {"train", "interpolate", "align", "prepare_data"}
+
+
+def test_claim_threshold_reruns_only_claim_jobs(finished_run):
+    cfg = copy.deepcopy(BASE)
+    cfg["claims"]["width-merge-accuracy"]["max_barrier_widest"] = 0.5
+    jobs = rules(dry_run(finished_run, cfg))
+    assert jobs and jobs <= {"claim", "claims_table", "all"}, jobs
+
+
+def test_resources_and_threads_rerun_nothing(finished_run):
+    cfg = copy.deepcopy(BASE)
+    cfg["defaults"]["train"]["resources"] = {"mem_mb": 123, "runtime": 7}
+    cfg["threads"] = {"train": 2, "merge": 2}
+    assert dry_run(finished_run, cfg) == []
