@@ -8,11 +8,11 @@ STAMP  := $(VENV)/.installed
 FMNIST := /usr/share/datasets/fashion-mnist
 CORES  ?= all
 
-.PHONY: reproduce test data report clean-work
+.PHONY: reproduce test lint data report clean-work
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,slurm]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,slurm,query,dev]'
 	touch $(STAMP)
 
 # Fashion-MNIST from Debian's package where we may install it; otherwise torchvision
@@ -29,6 +29,9 @@ reproduce: $(STAMP) data
 
 test: $(STAMP) data
 	$(VENV)/bin/python -m pytest
+
+lint: $(STAMP)
+	.ci/lint
 
 report: $(STAMP)
 	$(VENV)/bin/snakemake --cores 1 --report results/report.html

@@ -9,8 +9,8 @@ threshold, ``not_supported`` when it lies clearly on the other side, and
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import pandas as pd

@@ -79,7 +79,7 @@ def fill_defaults(instance: dict, schema: dict, root: dict | None = None) -> dic
     return instance
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _block_defaults(block: str) -> dict:
     root = load_schema()
     return fill_defaults({}, root["$defs"][block], root)
@@ -200,7 +200,7 @@ class Point:
         return out
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Point":
+    def from_dict(cls, d: dict) -> Point:
         """A point from ``to_dict`` or ``job_dict`` output (blocks a job dict leaves out take schema defaults)."""
         d = copy.deepcopy(d)
         d.setdefault("seeds", [])
@@ -331,7 +331,7 @@ ANALYSIS_FLAGS = ("identifiability", "swap_costs", "coherence")
 _N_WEIGHT_LAYERS = {"mlp": lambda m: int(m.get("depth", 3)) + 1, "sum_relu": lambda m: 1}
 
 
-def analysis_params(point: "Point") -> dict:
+def analysis_params(point: Point) -> dict:
     """A point's ``analysis`` block (defaults from the schema)."""
     return point.analysis
 
@@ -397,7 +397,7 @@ def lambda_grid(n: int) -> list[float]:
     return [round(i / (n - 1), 10) for i in range(n)]
 
 
-def point_value(point: "Point", key: str):
+def point_value(point: Point, key: str):
     """The value of a dotted key (``model.width``, ``train.weight_decay``, ``dataset``) at a point."""
     if key == "dataset":
         return point.dataset
@@ -416,17 +416,17 @@ def same_value(a, b) -> bool:
     return a == b
 
 
-def point_matches(point: "Point", where: dict | None) -> bool:
+def point_matches(point: Point, where: dict | None) -> bool:
     """True if for every dotted key in ``where`` the point's value is one of the listed values."""
     return all(any(same_value(point_value(point, k), v) for v in vals) for k, vals in (where or {}).items())
 
 
-def alignment_params(point: "Point") -> dict:
+def alignment_params(point: Point) -> dict:
     """``merge.alignment``: where the non-identity merge methods run and how."""
     return point.merge["alignment"]
 
 
-def merge_methods(point: "Point") -> list[str]:
+def merge_methods(point: Point) -> list[str]:
     """Merge methods evaluated at a point: ``identity`` everywhere, the others only where
     ``merge.alignment.at`` matches (an empty ``at`` matches every point)."""
     methods = list(point.merge["methods"])
@@ -435,12 +435,12 @@ def merge_methods(point: "Point") -> list[str]:
     return [m for m in methods if m == "identity"]
 
 
-def mechanism_params(point: "Point") -> dict:
+def mechanism_params(point: Point) -> dict:
     """``analysis.mechanism``: LEWC / weak additivity / reciprocal orthogonality / low rank per seed pair."""
     return point.analysis["mechanism"]
 
 
-def mechanism_lambdas(point: "Point") -> list[float]:
+def mechanism_lambdas(point: Point) -> list[float]:
     """λ values (paper convention: weight on θ_A) of the mechanism metrics: analysis.mechanism.lambdas,
     or the merge λ grid (merge.lambdas evenly spaced values; symmetric, so the same points as the path)."""
     lams = mechanism_params(point)["lambdas"]
@@ -449,7 +449,7 @@ def mechanism_lambdas(point: "Point") -> list[float]:
     return lambda_grid(int(point.merge["lambdas"]))
 
 
-def mechanism_methods(point: "Point") -> list[str]:
+def mechanism_methods(point: Point) -> list[str]:
     """Methods whose (aligned) seed pairs get mechanism metrics at this point (none: mechanism off)."""
     available = merge_methods(point)
     return [m for m in mechanism_params(point)["methods"] if m in available]

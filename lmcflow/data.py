@@ -278,7 +278,7 @@ class Dataset:
     def task(self) -> str:
         return self.meta.get("task", "classification")
 
-    def to(self, device) -> "Dataset":
+    def to(self, device) -> Dataset:
         return Dataset({k: v.to(device) for k, v in self.x.items()},
                        {k: v.to(device) for k, v in self.y.items()}, self.meta)
 

@@ -44,7 +44,7 @@ class ModelSpec:
     symmetry: dict | None = None  # see lmcflow.symmetry
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ModelSpec":
+    def from_dict(cls, d: dict) -> ModelSpec:
         d = dict(d)
         d["in_shape"] = tuple(d["in_shape"])
         return cls(**d)

@@ -1,5 +1,6 @@
 """End to end: the workflow on a tiny config in a temp directory."""
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -110,3 +111,16 @@ def test_rerun_is_a_no_op_and_report_builds(workflow_run):
     assert "Nothing to be done" in out
     snakemake(workflow_run, "--report", "results/report.html")
     assert (workflow_run / "results/report.html").stat().st_size > 10000
+
+
+def test_readme_queries_run_on_the_tables(workflow_run, monkeypatch):
+    """The README's pandas / DuckDB examples, verbatim, on a real run's tables."""
+    text = (REPO / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "results/tables" in b]
+    assert blocks, "the README has no query example"
+    monkeypatch.chdir(workflow_run)
+    for code in blocks:
+        namespace: dict = {}
+        exec(compile(code, "README.md", "exec"), namespace)
+        frames = [v for v in namespace.values() if isinstance(v, pd.DataFrame)]
+        assert frames and all(len(f) > 0 for f in frames), code

@@ -16,8 +16,10 @@ rule claim:
     params:
         claim=lambda wc: wc.claim,
         claim_cfg=lambda wc: CLAIM_CFG[wc.claim],
-        points=lambda wc: [p.job_dict("model", "train") | {"seeds": p.seeds}
-                           for p in study_points(POINTS, CLAIM_CFG[wc.claim]["study"])],
+        points=lambda wc: [
+            p.job_dict("model", "train") | {"seeds": p.seeds}
+            for p in study_points(POINTS, CLAIM_CFG[wc.claim]["study"])
+        ],
     script:
         "../scripts/claim.py"
 

@@ -1,15 +1,18 @@
-# Helpers shared by every rule file: config validation, point expansion, paths and targets.
+# Helpers shared by every rule file (config validation, point expansion, paths and targets).
 import math
 import os
 import sys
 from pathlib import Path
 
-
 # The lmcflow of this checkout, for the DAG and for every job (script: processes and cluster jobs
 # inherit the environment), whatever venv is active: two clones sharing one venv never mix code.
 CHECKOUT = str(Path(workflow.basedir))
 sys.path.insert(0, CHECKOUT)
-os.environ["PYTHONPATH"] = os.pathsep.join([CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT])
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(
+        [CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT]
+    )
+)
 
 from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config, study_points, swept_values
 from lmcflow.claims import REGISTRY as CLAIMS
@@ -19,8 +22,11 @@ from lmcflow.validation import validate_points
 
 try:
     # The embedded default or the --configfile file(s), with --config overrides on top; defaults from the schema.
-    _resolved = resolve_config(workflow.config_settings.configfiles, workflow.config_settings.config,
-                               default_path=Path(workflow.basedir) / "config/config.yaml")
+    _resolved = resolve_config(
+        workflow.config_settings.configfiles,
+        workflow.config_settings.config,
+        default_path=Path(workflow.basedir) / "config/config.yaml",
+    )
     config.clear()
     config.update(_resolved)
     check_semantics(config, CLAIMS, dataset_names(config["data"]), ARCHITECTURES)
@@ -49,8 +55,9 @@ def point_of(wc):
     try:
         return POINTS[(wc.study, wc.point)]
     except KeyError:
-        raise WorkflowError(f"no point {wc.point!r} in study {wc.study!r}; "
-                            f"known: {sorted(p for s, p in POINTS if s == wc.study)}")
+        raise WorkflowError(
+            f"no point {wc.point!r} in study {wc.study!r}; known: {sorted(p for s, p in POINTS if s == wc.study)}"
+        )
 
 
 def data_file(dataset):
@@ -118,6 +125,7 @@ def point_resources(block, key, per_model=False):
     SLURM for short jobs at narrow widths and long ones at wide widths; ``per_model`` runtimes
     (training) are multiplied by the bundle's model count.
     """
+
     def get(wc):
         point = point_of(wc)
         res = getattr(point, block)["resources"]
@@ -127,6 +135,7 @@ def point_resources(block, key, per_model=False):
         if per_model and key == "runtime":
             value = value * len(block_seeds(wc))
         return int(math.ceil(value))
+
     return get
 
 
@@ -195,14 +204,21 @@ from lmcflow.config import analysis_params
 from lmcflow.tables import IDENT_TABLE_KINDS
 
 # identifiability table kind -> the analysis flag (studies.<s>.analysis.<flag>) of the points that produce it
-IDENT_TABLE_FLAG = {"identifiability": "identifiability", "identifiability_lmc": "identifiability",
-                    "swap_costs": "swap_costs", "swap_matrix": "swap_costs", "coherence": "coherence"}
+IDENT_TABLE_FLAG = {
+    "identifiability": "identifiability",
+    "identifiability_lmc": "identifiability",
+    "swap_costs": "swap_costs",
+    "swap_matrix": "swap_costs",
+    "coherence": "coherence",
+}
 
 
 # analysis keys each identifiability job reads (its params carry these only)
-IDENT_ANALYSIS_KEYS = {"identifiability": ["identifiability", "n_random", "n_samples"],
-                       "swap_costs": ["swap_costs", "n_samples", "var_threshold", "heatmap_units"],
-                       "coherence": ["coherence", "n_samples", "var_threshold"]}
+IDENT_ANALYSIS_KEYS = {
+    "identifiability": ["identifiability", "n_random", "n_samples"],
+    "swap_costs": ["swap_costs", "n_samples", "var_threshold", "heatmap_units"],
+    "coherence": ["coherence", "n_samples", "var_threshold"],
+}
 
 
 def analysis_points(study, flag):
@@ -217,7 +233,7 @@ def table_studies(kind):
 
 
 def ident_point_file(study, point, kind, blocks):
-    """Output of rule identifiability (one pair block) or swap_costs (one bundle: ``blocks`` = its index)."""
+    """Output of rule identifiability for one pair block, or of rule swap_costs for one bundle (``blocks``)."""
     return f"{WORK}/identifiability/{study}/{point}/{kind}-{blocks}.parquet"
 
 
@@ -229,14 +245,21 @@ def ident_study_inputs(study, kind):
     return [ident_point_file(study, p.point, kind, blocks_label(*b)) for p in pts for b in pair_blocks(p)]
 
 
-IDENT_FIGURES = {"identifiability": ["objective_vs_sigma_f", "barrier_vs_sigma_f"],
-                 "swap_costs": ["swap_cost_heatmaps", "swap_cost_vs_k"],
-                 "coherence": ["barrier_vs_nu"]}
+IDENT_FIGURES = {
+    "identifiability": ["objective_vs_sigma_f", "barrier_vs_sigma_f"],
+    "swap_costs": ["swap_cost_heatmaps", "swap_cost_vs_k"],
+    "coherence": ["barrier_vs_nu"],
+}
 
 
 def ident_figures(study):
-    return [f"{RESULTS}/figures/{study}/{name}.{ext}" for flag, names in IDENT_FIGURES.items()
-            if analysis_points(study, flag) for name in names for ext in ("png", "pdf")]
+    return [
+        f"{RESULTS}/figures/{study}/{name}.{ext}"
+        for flag, names in IDENT_FIGURES.items()
+        if analysis_points(study, flag)
+        for name in names
+        for ext in ("png", "pdf")
+    ]
 
 
 def data_cfg_for(dataset):
@@ -269,18 +292,30 @@ def mechanism_file(study, point, method, blocks):
 
 def block_alignments(wc, methods):
     """{method: [permutation file, alignment rows]} of rule align for the non-identity ``methods``."""
-    return {m: [align_file(wc.study, wc.point, m, wc.blocks), align_row_file(wc.study, wc.point, m, wc.blocks)]
-            for m in methods if m != "identity"}
+    return {
+        m: [align_file(wc.study, wc.point, m, wc.blocks), align_row_file(wc.study, wc.point, m, wc.blocks)]
+        for m in methods
+        if m != "identity"
+    }
 
 
 def align_study_inputs(study, kind):
     pts = study_points(POINTS, study)
     if kind == "alignment":
-        return [align_row_file(study, p.point, m, blocks_label(*b))
-                for p in pts for m in merge_methods(p) if m != "identity" for b in pair_blocks(p)]
+        return [
+            align_row_file(study, p.point, m, blocks_label(*b))
+            for p in pts
+            for m in merge_methods(p)
+            if m != "identity"
+            for b in pair_blocks(p)
+        ]
     if kind == "layer_metrics":
-        return [mechanism_file(study, p.point, m, blocks_label(*b))
-                for p in pts for m in mechanism_methods(p) for b in pair_blocks(p)]
+        return [
+            mechanism_file(study, p.point, m, blocks_label(*b))
+            for p in pts
+            for m in mechanism_methods(p)
+            for b in pair_blocks(p)
+        ]
     raise ValueError(kind)
 
 
@@ -292,6 +327,11 @@ def align_table_needed(kind):
 def mechanism_figures(study):
     if not (sweeps(study, "model.width") and align_study_inputs(study, "layer_metrics")):
         return []
-    names = ["method_barrier_vs_width", "lewc_vs_width", "cross_ratio_vs_width", "rank_vs_width",
-             "weight_decay_comparison"]
+    names = [
+        "method_barrier_vs_width",
+        "lewc_vs_width",
+        "cross_ratio_vs_width",
+        "rank_vs_width",
+        "weight_decay_comparison",
+    ]
     return [f"{RESULTS}/figures/{study}/{n}.{ext}" for n in names for ext in ("png", "pdf")]

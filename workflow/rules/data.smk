@@ -4,10 +4,10 @@ rule prepare_data:
         data_file("{dataset}"),
     log:
         f"{LOGS}/prepare_data/{{dataset}}.log",
+    resources:
+        mem_mb=8000,
     params:
         data_cfg=lambda wc: data_cfg_for(wc.dataset),
         cache_root=f"{WORK}/data/raw",
-    resources:
-        mem_mb=8000,
     script:
         "../scripts/prepare_data.py"

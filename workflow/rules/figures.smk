@@ -8,14 +8,23 @@ rule width_figures:
         barriers=study_table("{study}", "barriers"),
         interpolation=study_table("{study}", "interpolation"),
     output:
-        barrier_png=report(f"{RESULTS}/figures/{{study}}/barrier_vs_width.png",
-                           caption="../report/barrier_vs_width.rst", category="{study}"),
+        barrier_png=report(
+            f"{RESULTS}/figures/{{study}}/barrier_vs_width.png",
+            caption="../report/barrier_vs_width.rst",
+            category="{study}",
+        ),
         barrier_pdf=f"{RESULTS}/figures/{{study}}/barrier_vs_width.pdf",
-        lambda_png=report(f"{RESULTS}/figures/{{study}}/error_along_lambda.png",
-                          caption="../report/error_along_lambda.rst", category="{study}"),
+        lambda_png=report(
+            f"{RESULTS}/figures/{{study}}/error_along_lambda.png",
+            caption="../report/error_along_lambda.rst",
+            category="{study}",
+        ),
         lambda_pdf=f"{RESULTS}/figures/{{study}}/error_along_lambda.pdf",
-        calib_png=report(f"{RESULTS}/figures/{{study}}/loss_barrier_raw_vs_calibrated.png",
-                         caption="../report/loss_barrier_raw_vs_calibrated.rst", category="{study}"),
+        calib_png=report(
+            f"{RESULTS}/figures/{{study}}/loss_barrier_raw_vs_calibrated.png",
+            caption="../report/loss_barrier_raw_vs_calibrated.rst",
+            category="{study}",
+        ),
         calib_pdf=f"{RESULTS}/figures/{{study}}/loss_barrier_raw_vs_calibrated.pdf",
     log:
         f"{LOGS}/figures/{{study}}/width.log",
@@ -38,11 +47,17 @@ rule identifiability_figures:
         matching=study_table("{study}", "identifiability"),
         lmc=study_table("{study}", "identifiability_lmc"),
     output:
-        objective_png=report(f"{RESULTS}/figures/{{study}}/objective_vs_sigma_f.png",
-                             caption="../report/objective_vs_sigma_f.rst", category="{study}"),
+        objective_png=report(
+            f"{RESULTS}/figures/{{study}}/objective_vs_sigma_f.png",
+            caption="../report/objective_vs_sigma_f.rst",
+            category="{study}",
+        ),
         objective_pdf=f"{RESULTS}/figures/{{study}}/objective_vs_sigma_f.pdf",
-        barrier_png=report(f"{RESULTS}/figures/{{study}}/barrier_vs_sigma_f.png",
-                           caption="../report/barrier_vs_sigma_f.rst", category="{study}"),
+        barrier_png=report(
+            f"{RESULTS}/figures/{{study}}/barrier_vs_sigma_f.png",
+            caption="../report/barrier_vs_sigma_f.rst",
+            category="{study}",
+        ),
         barrier_pdf=f"{RESULTS}/figures/{{study}}/barrier_vs_sigma_f.pdf",
     log:
         f"{LOGS}/figures/{{study}}/identifiability.log",
@@ -56,11 +71,17 @@ rule swap_cost_figures:
         summary=study_table("{study}", "swap_costs"),
         matrix=study_table("{study}", "swap_matrix"),
     output:
-        heatmaps_png=report(f"{RESULTS}/figures/{{study}}/swap_cost_heatmaps.png",
-                            caption="../report/swap_cost_heatmaps.rst", category="{study}"),
+        heatmaps_png=report(
+            f"{RESULTS}/figures/{{study}}/swap_cost_heatmaps.png",
+            caption="../report/swap_cost_heatmaps.rst",
+            category="{study}",
+        ),
         heatmaps_pdf=f"{RESULTS}/figures/{{study}}/swap_cost_heatmaps.pdf",
-        summary_png=report(f"{RESULTS}/figures/{{study}}/swap_cost_vs_k.png",
-                           caption="../report/swap_cost_vs_k.rst", category="{study}"),
+        summary_png=report(
+            f"{RESULTS}/figures/{{study}}/swap_cost_vs_k.png",
+            caption="../report/swap_cost_vs_k.rst",
+            category="{study}",
+        ),
         summary_pdf=f"{RESULTS}/figures/{{study}}/swap_cost_vs_k.pdf",
     log:
         f"{LOGS}/figures/{{study}}/swap_costs.log",
@@ -73,8 +94,9 @@ rule coherence_figures:
     input:
         study_table("{study}", "coherence"),
     output:
-        barrier_png=report(f"{RESULTS}/figures/{{study}}/barrier_vs_nu.png",
-                           caption="../report/barrier_vs_nu.rst", category="{study}"),
+        barrier_png=report(
+            f"{RESULTS}/figures/{{study}}/barrier_vs_nu.png", caption="../report/barrier_vs_nu.rst", category="{study}"
+        ),
         barrier_pdf=f"{RESULTS}/figures/{{study}}/barrier_vs_nu.pdf",
     log:
         f"{LOGS}/figures/{{study}}/coherence.log",
@@ -93,20 +115,31 @@ rule mechanism_figures:
         barriers=study_table("{study}", "barriers"),
         layer_metrics=study_table("{study}", "layer_metrics"),
     output:
-        methods_png=report(f"{RESULTS}/figures/{{study}}/method_barrier_vs_width.png",
-                           caption="../report/method_barrier_vs_width.rst", category="{study}"),
+        methods_png=report(
+            f"{RESULTS}/figures/{{study}}/method_barrier_vs_width.png",
+            caption="../report/method_barrier_vs_width.rst",
+            category="{study}",
+        ),
         methods_pdf=f"{RESULTS}/figures/{{study}}/method_barrier_vs_width.pdf",
-        lewc_png=report(f"{RESULTS}/figures/{{study}}/lewc_vs_width.png",
-                        caption="../report/lewc_vs_width.rst", category="{study}"),
+        lewc_png=report(
+            f"{RESULTS}/figures/{{study}}/lewc_vs_width.png", caption="../report/lewc_vs_width.rst", category="{study}"
+        ),
         lewc_pdf=f"{RESULTS}/figures/{{study}}/lewc_vs_width.pdf",
-        cross_png=report(f"{RESULTS}/figures/{{study}}/cross_ratio_vs_width.png",
-                         caption="../report/cross_ratio_vs_width.rst", category="{study}"),
+        cross_png=report(
+            f"{RESULTS}/figures/{{study}}/cross_ratio_vs_width.png",
+            caption="../report/cross_ratio_vs_width.rst",
+            category="{study}",
+        ),
         cross_pdf=f"{RESULTS}/figures/{{study}}/cross_ratio_vs_width.pdf",
-        rank_png=report(f"{RESULTS}/figures/{{study}}/rank_vs_width.png",
-                        caption="../report/rank_vs_width.rst", category="{study}"),
+        rank_png=report(
+            f"{RESULTS}/figures/{{study}}/rank_vs_width.png", caption="../report/rank_vs_width.rst", category="{study}"
+        ),
         rank_pdf=f"{RESULTS}/figures/{{study}}/rank_vs_width.pdf",
-        wd_png=report(f"{RESULTS}/figures/{{study}}/weight_decay_comparison.png",
-                      caption="../report/weight_decay_comparison.rst", category="{study}"),
+        wd_png=report(
+            f"{RESULTS}/figures/{{study}}/weight_decay_comparison.png",
+            caption="../report/weight_decay_comparison.rst",
+            category="{study}",
+        ),
         wd_pdf=f"{RESULTS}/figures/{{study}}/weight_decay_comparison.pdf",
     log:
         f"{LOGS}/figures/{{study}}/mechanism.log",

@@ -10,6 +10,11 @@ rule interpolate:
         merge_file("{study}", "{point}", "{blocks}"),
     log:
         f"{LOGS}/merge/{{study}}/{{point}}/blocks-{{blocks}}.log",
+    threads: config["threads"]["merge"]
+    resources:
+        mem_mb=point_resources("merge", "mem_mb"),
+        runtime=point_resources("merge", "runtime"),
+        gpu=point_resources("merge", "gpu"),
     params:
         point=lambda wc: point_of(wc).job_dict("model", "train", "merge"),
         pairs=block_pairs,
@@ -17,11 +22,6 @@ rule interpolate:
         models=block_models,
         alignment=lambda wc: block_alignments(wc, merge_methods(point_of(wc))),
         device=config["device"],
-    threads: config["threads"]["merge"]
-    resources:
-        mem_mb=point_resources("merge", "mem_mb"),
-        runtime=point_resources("merge", "runtime"),
-        gpu=point_resources("merge", "gpu"),
     script:
         "../scripts/interpolate.py"
 
@@ -38,15 +38,15 @@ rule align:
         rows=align_row_file("{study}", "{point}", "{method}", "{blocks}"),
     log:
         f"{LOGS}/align/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
-    params:
-        point=lambda wc: job_point(wc, "model", "train", merge=["alignment"]),
-        pairs=block_pairs,
-        models=block_models,
-        device=config["device"],
     threads: config["threads"]["merge"]
     resources:
         mem_mb=point_resources("merge", "mem_mb"),
         runtime=point_resources("merge", "runtime"),
         gpu=point_resources("merge", "gpu"),
+    params:
+        point=lambda wc: job_point(wc, "model", "train", merge=["alignment"]),
+        pairs=block_pairs,
+        models=block_models,
+        device=config["device"],
     script:
         "../scripts/align.py"

@@ -67,16 +67,16 @@ rule identifiability:
         lmc=ident_point_file("{study}", "{point}", "identifiability_lmc", "{blocks}"),
     log:
         f"{LOGS}/identifiability/{{study}}/{{point}}/identifiability-{{blocks}}.log",
-    params:
-        point=lambda wc: job_point(wc, "model", "train", "merge", analysis=IDENT_ANALYSIS_KEYS["identifiability"]),
-        pairs=block_pairs,
-        models=block_models,
-        device=config["device"],
     threads: config["threads"]["merge"]
     resources:
         mem_mb=point_resources("merge", "mem_mb"),
         runtime=point_resources("merge", "runtime"),
         gpu=point_resources("merge", "gpu"),
+    params:
+        point=lambda wc: job_point(wc, "model", "train", "merge", analysis=IDENT_ANALYSIS_KEYS["identifiability"]),
+        pairs=block_pairs,
+        models=block_models,
+        device=config["device"],
     script:
         "../scripts/identifiability.py"
 
@@ -91,15 +91,15 @@ rule swap_costs:
         matrix=ident_point_file("{study}", "{point}", "swap_matrix", "{block}"),
     log:
         f"{LOGS}/identifiability/{{study}}/{{point}}/swap_costs-{{block}}.log",
-    params:
-        point=lambda wc: job_point(wc, "model", "train", analysis=IDENT_ANALYSIS_KEYS["swap_costs"]),
-        models=lambda wc: {s: model_paths(wc.study, wc.point, s) for s in block_seeds(wc)},
-        device=config["device"],
     threads: config["threads"]["merge"]
     resources:
         mem_mb=point_resources("merge", "mem_mb"),
         runtime=point_resources("merge", "runtime"),
         gpu=point_resources("merge", "gpu"),
+    params:
+        point=lambda wc: job_point(wc, "model", "train", analysis=IDENT_ANALYSIS_KEYS["swap_costs"]),
+        models=lambda wc: {s: model_paths(wc.study, wc.point, s) for s in block_seeds(wc)},
+        device=config["device"],
     script:
         "../scripts/swap_costs.py"
 
@@ -131,8 +131,10 @@ rule coherence_table:
     log:
         f"{LOGS}/tables/{{study}}/coherence.log",
     params:
-        points=lambda wc: [p.job_dict("model", "train") | {"analysis": {k: p.analysis[k] for k in IDENT_ANALYSIS_KEYS["coherence"]}}
-                           for p in analysis_points(wc.study, "coherence")],
+        points=lambda wc: [
+            p.job_dict("model", "train") | {"analysis": {k: p.analysis[k] for k in IDENT_ANALYSIS_KEYS["coherence"]}}
+            for p in analysis_points(wc.study, "coherence")
+        ],
         data_paths=lambda wc: {p.dataset: data_file(p.dataset) for p in analysis_points(wc.study, "coherence")},
     script:
         "../scripts/coherence_table.py"
@@ -150,16 +152,16 @@ rule mechanism:
         mechanism_file("{study}", "{point}", "{method}", "{blocks}"),
     log:
         f"{LOGS}/mechanism/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
+    threads: config["threads"]["merge"]
+    resources:
+        mem_mb=point_resources("merge", "mem_mb"),
+        runtime=point_resources("merge", "runtime"),
+        gpu=point_resources("merge", "gpu"),
     params:
         point=lambda wc: job_point(wc, "model", "train", merge=["bn_reset_size"], analysis=["mechanism"]),
         pairs=block_pairs,
         models=block_models,
         alignment=lambda wc: block_alignments(wc, [wc.method]).get(wc.method),
         device=config["device"],
-    threads: config["threads"]["merge"]
-    resources:
-        mem_mb=point_resources("merge", "mem_mb"),
-        runtime=point_resources("merge", "runtime"),
-        gpu=point_resources("merge", "gpu"),
     script:
         "../scripts/mechanism.py"

@@ -7,15 +7,15 @@ rule train:
         directory(bundle_dir("{study}", "{point}", "{block}")),
     log:
         f"{LOGS}/train/{{study}}/{{point}}/bundle-{{block}}.log",
-    params:
-        point=lambda wc: point_of(wc).job_dict("model", "train"),
-        seeds=block_seeds,
-        device=config["device"],
-        state_dir=lambda wc: f"{WORK}/state/{wc.study}/{wc.point}",
     threads: config["threads"]["train"]
     resources:
         mem_mb=point_resources("train", "mem_mb"),
         runtime=point_resources("train", "runtime", per_model=True),
         gpu=point_resources("train", "gpu"),
+    params:
+        point=lambda wc: point_of(wc).job_dict("model", "train"),
+        seeds=block_seeds,
+        device=config["device"],
+        state_dir=lambda wc: f"{WORK}/state/{wc.study}/{wc.point}",
     script:
         "../scripts/train.py"

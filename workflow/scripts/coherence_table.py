@@ -1,6 +1,6 @@
 from lmcflow.config import Point
-from lmcflow.logs import job_log
 from lmcflow.jobs import run_coherence_table
+from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
     run_coherence_table([Point.from_dict(p) for p in snakemake.params.points], snakemake.input.interpolation,

@@ -1,5 +1,5 @@
-from lmcflow.logs import job_log
 from lmcflow.jobs import run_prepare_data
+from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
     run_prepare_data(snakemake.wildcards.dataset, snakemake.params.data_cfg, snakemake.output[0],
