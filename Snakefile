@@ -15,6 +15,9 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
 
 
+report: report_front_page()
+
+
 localrules:
     all,
 

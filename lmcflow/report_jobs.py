@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lmcflow import claims as claims_mod
 from lmcflow.config import Point
-from lmcflow.io import write_json
+from lmcflow.io import write_json, write_text
 from lmcflow.tables import (
     barrier_rows,
     concat_tables,
@@ -109,3 +109,51 @@ def run_mechanism_figures(barriers_path: str, layer_metrics_path: str, outputs: 
     figures.save_figure(figures.rank_vs_width(lm), outputs["rank_png"], outputs["rank_pdf"])
     figures.save_figure(figures.weight_decay_comparison(b, lm, definition), outputs["wd_png"],
                         outputs["wd_pdf"])
+
+
+def run_report_front_page(claims_path: str, out: str, study_categories: list) -> None:
+    """The report's landing text (``snakemake --report``): every claim's verdict, our statistic with its CI
+    beside the paper's value, and a link to the study's figures (its report category). reStructuredText,
+    rendered by Snakemake (``report:`` in the Snakefile)."""
+    df = read_table(claims_path, "claims")
+    lines = [
+        "lmcflow: the verdicts of this run",
+        "=================================",
+        "",
+        "Every claim of the two papers, as computed from this run's tables (`lmcflow claims` prints the same).",
+        "*supported*: the claim's statistic beats its threshold and its control with the whole 95% CI; "
+        "*not_supported*: the CI lies wholly on the other side; *inconclusive*: neither, or too few seeds. "
+        "Each study's figures are behind its link; the claim JSONs (statistic, CI, control, the paper's "
+        "number) are under `claims`_; the rule graph is under Workflow in the menu.",
+        "",
+        ".. list-table::",
+        "   :header-rows: 1",
+        "",
+        "   * - claim",
+        "     - verdict",
+        "     - ours [95% CI]",
+        "     - paper",
+        "     - figures",
+    ]
+
+    def num(v) -> str:
+        return "–" if v is None or v != v else f"{v:.4g}"
+
+    for r in df.to_dict("records"):
+        ours = f"{r['statistic_name']}: {num(r['statistic'])} [{num(r['ci_low'])}, {num(r['ci_high'])}]"
+        if r.get("reason"):
+            ours += f" ({r['reason']})"
+        paper = "–"
+        if r.get("paper_quantity"):
+            paper = f"{r['paper_quantity']}: {num(r.get('paper_value'))} ({r.get('paper_scale', '')})"
+        studies = [s for s in str(r["study"]).split(",") if s in study_categories]
+        figures = ", ".join(f"`{s}`_" for s in studies) or "–"
+        lines += [f"   * - ``{r['claim_id']}``", f"     - **{r['verdict']}**", f"     - {_rst_cell(ours)}",
+                  f"     - {_rst_cell(paper)}", f"     - {figures}"]
+    write_text(out, "\n".join(lines) + "\n")
+
+
+def _rst_cell(text: str) -> str:
+    """One line of table text, safe for reStructuredText and for the Jinja pass Snakemake makes first."""
+    text = " ".join(str(text).split())
+    return text.replace("{{", "{ {").replace("{%", "{ %").replace("*", "\\*").replace("`", "'")

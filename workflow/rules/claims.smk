@@ -1,6 +1,7 @@
 localrules:
     claim,
     claims_table,
+    report_front_page,
 
 
 rule claim:
@@ -33,3 +34,17 @@ rule claims_table:
         f"{LOGS}/claims/claims_table.log",
     script:
         "../scripts/claims_table.py"
+
+
+rule report_front_page:
+    """The report's landing text: every verdict beside the paper's number, with links to the figures."""
+    input:
+        f"{RESULTS}/tables/claims.parquet",
+    output:
+        FRONT_PAGE,
+    log:
+        f"{LOGS}/claims/report_front_page.log",
+    params:
+        studies=STUDIES,
+    script:
+        "../scripts/report_front_page.py"

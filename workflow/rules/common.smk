@@ -183,6 +183,15 @@ def figure_targets():
     return out
 
 
+# The report's landing text: the verdict page once a run has made it, else a short static note.
+FRONT_PAGE = f"{RESULTS}/report/front_page.rst"
+
+
+def report_front_page():
+    made = Path(FRONT_PAGE)
+    return str(made.resolve()) if made.exists() else "workflow/report/workflow.rst"
+
+
 def claim_study_tables(wc):
     claim = CLAIMS[wc.claim]
     study = CLAIM_CFG[wc.claim]["study"]
@@ -193,7 +202,7 @@ def all_targets():
     tables = [f"{RESULTS}/tables/{k}.parquet" for k in ("runs", "interpolation", "barriers")]
     claims = [f"{RESULTS}/claims/{c}.json" for c in CLAIM_CFG]
     if claims:
-        tables.append(f"{RESULTS}/tables/claims.parquet")
+        tables += [f"{RESULTS}/tables/claims.parquet", FRONT_PAGE]
     tables += [f"{RESULTS}/tables/{k}.parquet" for k in IDENT_TABLE_KINDS if table_studies(k)]
     tables += [f"{RESULTS}/tables/{k}.parquet" for k in ALIGN_TABLE_KINDS if align_table_needed(k)]
     return tables + figure_targets() + claims
