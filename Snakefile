@@ -15,6 +15,7 @@ include: "workflow/rules/merge.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
+include: "workflow/rules/provenance.smk"
 
 
 localrules:

@@ -176,7 +176,7 @@ def run_identifiability_point(point: Point, ckpts: dict, run_rows: dict, data_pa
                     f"{row['error_barrier_entezari']:.4f} loss barrier={row['loss_barrier_entezari']:.4f} "
                     f"rel. acc barrier={row['relative_accuracy_barrier']:.4f}")
         # The permuted B is the same function as B: its endpoint losses must agree.
-        diff = max(abs(u - v) for u, v in zip(ends["identity"], ends["activation_matching"]))
+        diff = max(abs(u - v) for u, v in zip(ends["identity"], ends["activation_matching"], strict=True))
         if diff > 1e-4 * max(1.0, max(abs(v) for v in ends["identity"])):
             raise RuntimeError(f"the activation-matching permutation changed model B's function (endpoint loss "
                                f"differs by {diff:.3g}); the permutation spec misses a tensor")
@@ -250,7 +250,8 @@ def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict,
 
 # --------------------------------------------------------------------------- alignment and mechanism
 def _device_name(dev: torch.device) -> str:
-    return f"{dev.type}:{torch.cuda.get_device_name(dev) if dev.type == 'cuda' else platform.processor() or platform.machine()}"
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or platform.machine()
+    return f"{dev.type}:{name}"
 
 
 def run_align(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, run_rows: list, data_path: str,
@@ -285,8 +286,9 @@ def run_align(point: Point, method: str, seed_a: int, seed_b: int, ckpts: list, 
     n_units = sum(len(p) for p in perms.values())
     unmoved = sum(int((p.cpu() == torch.arange(len(p))).sum()) for p in perms.values())
     history = info.get("objective_history") or []
+    # The file is a function of its inputs: the alignment's wall-clock seconds go to the row only.
     meta = {"study": point.study, "point": point.point, "method": method, "seed_a": seed_a, "seed_b": seed_b,
-            "dense_form": dense, **info}
+            "dense_form": dense, **{k: v for k, v in info.items() if k != "seconds"}}
     digest = save_permutations(out_perms, perms, meta)
     row = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,
            "objective": float(info["objective"]), "objective_identity": float(history[0]) if history else float("nan"),

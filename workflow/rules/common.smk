@@ -134,7 +134,10 @@ def all_targets():
         tables.append(f"{RESULTS}/tables/claims.parquet")
     tables += [f"{RESULTS}/tables/{k}.parquet" for k in IDENT_TABLE_KINDS if table_studies(k)]
     tables += [f"{RESULTS}/tables/{k}.parquet" for k in ALIGN_TABLE_KINDS if align_table_needed(k)]
-    return tables + figure_targets() + claims
+    return tables + figure_targets() + claims + PROVENANCE_FILES
+
+
+PROVENANCE_FILES = [f"{RESULTS}/provenance.json", f"{RESULTS}/provenance.html"]
 
 
 # --------------------------------------------------------------------------- identifiability paper
