@@ -70,7 +70,8 @@ class Verification:
         return not self.problems
 
     def summary(self) -> str:
-        what = ", ".join(f"{n} {kind}" for kind, n in self.checked.items()) or "nothing"
+        # counted kinds are plurals ending in "s": tables, checkpoints, permutation files, claims
+        what = ", ".join(f"{n} {kind if n != 1 else kind[:-1]}" for kind, n in self.checked.items()) or "nothing"
         head = f"lmcflow verify: {len(self.problems)} problem{'s' * (len(self.problems) != 1)} in {self.results}"
         return f"{head} (checked {what})" + ("" if self.ok else f"; {REBUILD_HINT}")
 

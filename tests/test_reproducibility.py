@@ -125,7 +125,7 @@ def test_clean_run_verifies(run_a, capsys):
     a = run_a
     assert main(["verify", str(a / "results")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("lmcflow verify: 0 problems") and "6 checkpoints, 3 permutation files, 1 claims" in out
+    assert out.startswith("lmcflow verify: 0 problems") and "6 checkpoints, 3 permutation files, 1 claim)" in out
 
 
 def copy_run(src: Path, dst: Path) -> Path:
