@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lmcflow.io import (
@@ -138,7 +139,7 @@ class _Checker:
         self.v.checked["tables"] += 1
         try:
             table = pq.read_table(str(path))
-        except Exception as err:  # pyarrow raises several types for damaged files
+        except (pa.ArrowException, OSError, ValueError) as err:  # a damaged or non-Parquet file
             self.problem(path, f"not a readable Parquet file ({err})", rule)
             return
         meta = table.schema.metadata or {}
@@ -166,7 +167,7 @@ class _Checker:
             return
         try:
             df = pq.read_table(str(table_path), columns=[path_col, hash_col]).to_pandas()
-        except Exception as err:
+        except (pa.ArrowException, OSError, ValueError, KeyError) as err:
             self.problem(table_path, f"cannot read its {path_col!r} and {hash_col!r} columns ({err})",
                          self.table_rule(table_path))
             return

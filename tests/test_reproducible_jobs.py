@@ -80,7 +80,8 @@ def test_provenance_names_the_commit_torch_and_hardware(tmp_path, monkeypatch):
     code = code_version()
     assert code["lmcflow_version"]
     if (REPO / ".git").exists() and shutil.which("git"):
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout
         assert code["lmcflow_commit"] == head.strip() and isinstance(code["lmcflow_tree_dirty"], bool)
     assert torch_version() == torch.__version__  # with its build tag, e.g. 2.14.1+cu130
     assert package_version("torch") == torch.__version__.split("+")[0]
