@@ -13,6 +13,7 @@ include: "workflow/rules/merge.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
+include: "workflow/rules/provenance.smk"
 
 
 report: report_front_page()

@@ -3,6 +3,7 @@
     lmcflow validate [my.yaml]            # schema + semantic checks, as at DAG construction
     lmcflow points [my.yaml]              # every study point and its seeds/pairs
     lmcflow claims [results]              # verdicts with statistic and CI
+    lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
 """
 from __future__ import annotations
 
@@ -28,13 +29,18 @@ def load_and_check(path: str | None) -> tuple[dict, dict]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="lmcflow", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="lmcflow", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("validate", help="check a config file (default: the embedded config/config.yaml)").add_argument(
         "config", nargs="?")
     sub.add_parser("points", help="list a config's study points").add_argument("config", nargs="?")
     c = sub.add_parser("claims", help="print claim verdicts")
     c.add_argument("results", nargs="?", default="results")
+    v = sub.add_parser("verify", help="check that a results folder is what its tables say it is (exit 1 if not)")
+    v.add_argument("results", nargs="?", default="results")
+    v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
+                                     "relative to (default: the results folder's parent)")
     args = ap.parse_args(argv)
     from lmcflow.config import ConfigError
 
@@ -53,10 +59,28 @@ def main(argv=None) -> int:
             for r in df.itertuples():
                 print(f"{r.claim_id:28s} {r.verdict:14s} {r.statistic_name} = {r.statistic:.4g} "
                       f"[{r.ci_low:.4g}, {r.ci_high:.4g}] (n_pairs={r.n_pairs}, study={r.study})")
+        elif args.cmd == "verify":
+            return run_verify(args.results, args.workdir)
     except ConfigError as err:
         print(f"lmcflow {args.cmd}: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def run_verify(results: str, workdir: str | None) -> int:
+    from lmcflow.verify import verify
+
+    if not Path(results).is_dir():
+        print(f"{results}: no such results folder", file=sys.stderr)
+        return 2
+    if workdir is not None and not Path(workdir).is_dir():
+        print(f"--workdir {workdir}: no such folder", file=sys.stderr)
+        return 2
+    result = verify(results, workdir)
+    for problem in result.problems:
+        print(problem)
+    print(result.summary())
+    return 0 if result.ok else 1
 
 
 if __name__ == "__main__":

@@ -15,11 +15,16 @@ from lmcflow.io import atomic_path  # noqa: E402
 sns.set_theme(style="whitegrid", context="paper")
 
 
+# Matplotlib stamps PDFs with a creation date and both formats with its version; without them a
+# figure's bytes are a function of its data only (two runs of one config give identical files).
+NO_VOLATILE_METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None}}
+
+
 def save_figure(fig, png_path, pdf_path=None) -> None:
     for path in filter(None, (png_path, pdf_path)):
         fmt = os.path.splitext(str(path))[1].lstrip(".")
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight")
+            fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", metadata=NO_VOLATILE_METADATA.get(fmt))
     plt.close(fig)
 
 
@@ -342,12 +347,12 @@ def weight_decay_comparison(barriers: pd.DataFrame, lm: pd.DataFrame, definition
     deep = lewc[lewc.layer >= 2] if len(lewc) and lewc.layer.max() >= 2 else lewc
     m = m.assign(erank=(m.erank_rel_a + m.erank_rel_b) / 2)
     order = _wd_order(b, m)
-    palette = dict(zip(order, sns.color_palette("colorblind", len(order))))
+    palette = dict(zip(order, sns.color_palette("colorblind", len(order)), strict=True))
     panels = [(b, "value", f"{definition} error barrier ({split})", "error barrier"),
               (deep, "lewc_cos", "LEWC cosine", f"LEWC, layers ≥ 2, {where}"),
               (m, "erank", "effective rank / min dim", "relative effective rank")]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
-    for ax, (df, y, label, title) in zip(axes, panels):
+    for ax, (df, y, label, title) in zip(axes, panels, strict=True):
         if df.empty:
             ax.set_axis_off()
             continue

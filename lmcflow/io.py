@@ -3,7 +3,12 @@
 Every file the pipeline writes goes to a temporary name in the same directory
 and is renamed into place only when complete, so a killed job never leaves a
 file that looks finished. Checkpoints are safetensors (no pickle) and carry the
-SHA-256 of their bytes, recorded in ``runs.parquet`` and checked on load.
+SHA-256 of their bytes, recorded in ``runs.parquet`` and checked on load. Tables carry the
+SHA-256 of their content (``table_content_sha256``) in their Parquet metadata, so an edit by
+any other tool is detectable (``lmcflow verify``).
+
+Artifacts are a function of their inputs only: nothing written here records a time, a host
+or an absolute path (timings go to the tables' timing columns and the job logs).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,6 +30,9 @@ if TYPE_CHECKING:  # torch is imported lazily where needed
     import torch
 
 TABLE_SCHEMA_VERSION = 1
+SCHEMA_VERSION_KEY = b"lmcflow_schema_version"
+TABLE_KIND_KEY = b"lmcflow_table"
+CONTENT_SHA256_KEY = b"lmcflow_content_sha256"
 
 
 class CorruptFileError(RuntimeError):
@@ -90,7 +99,8 @@ def save_tensors(path, tensors: dict[str, torch.Tensor], metadata: dict | None =
 def load_tensors(path, expected_sha256: str | None = None, rebuild_hint: str = "") -> tuple[dict, dict]:
     """Load a safetensors file and its lmcflow metadata, verifying the hash when given."""
     path = Path(path)
-    hint = f" Delete it and rebuild it with {rebuild_hint}." if rebuild_hint else " Delete it and rerun the workflow to rebuild it."
+    hint = (f" Delete it and rebuild it with {rebuild_hint}." if rebuild_hint
+            else " Delete it and rerun the workflow to rebuild it.")
     if not path.exists():
         raise FileNotFoundError(f"{path}: file not found.{hint}")
     if expected_sha256 is not None:
@@ -111,12 +121,32 @@ def load_tensors(path, expected_sha256: str | None = None, rebuild_hint: str = "
     return tensors, meta
 
 
+def table_content_sha256(table: pa.Table) -> str:
+    """SHA-256 of a table's column names, types and values, independent of the Parquet encoding.
+
+    Written into each table's metadata by ``write_parquet`` and recomputed by ``lmcflow verify``:
+    an edited value, row or column changes it, a rewrite of the same content does not.
+    """
+    h = hashlib.sha256()
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        h.update(f"{name}\0{col.type}\0{len(col)}\0".encode())
+        values = col.to_numpy(zero_copy_only=False)
+        if values.dtype == object:  # strings (and anything holding nulls): length-prefixed UTF-8, None marked
+            for v in values:
+                b = b"\xff\xff" if v is None else str(v).encode()
+                h.update(len(b).to_bytes(8, "little") + b)
+        else:
+            h.update(np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes())
+    return h.hexdigest()
+
+
 def write_parquet(path, df: pd.DataFrame, kind: str) -> None:
-    """Write a table with the lmcflow schema version and table kind in its metadata."""
+    """Write a table with the lmcflow schema version, table kind and content hash in its metadata."""
     table = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(table.schema.metadata or {})
-    meta[b"lmcflow_schema_version"] = str(TABLE_SCHEMA_VERSION).encode()
-    meta[b"lmcflow_table"] = kind.encode()
+    meta[SCHEMA_VERSION_KEY] = str(TABLE_SCHEMA_VERSION).encode()
+    meta[TABLE_KIND_KEY] = kind.encode()
+    meta[CONTENT_SHA256_KEY] = table_content_sha256(table).encode()
     table = table.replace_schema_metadata(meta)
     with atomic_path(path) as tmp:
         pq.write_table(table, str(tmp))
@@ -126,12 +156,12 @@ def read_parquet(path, kind: str | None = None) -> pd.DataFrame:
     """Read an lmcflow table, refusing tables written by another schema version."""
     schema = pq.read_schema(str(path))
     meta = schema.metadata or {}
-    version = meta.get(b"lmcflow_schema_version")
+    version = meta.get(SCHEMA_VERSION_KEY)
     if version is None or int(version) != TABLE_SCHEMA_VERSION:
         raise CorruptFileError(
             f"{path}: table schema version {version.decode() if version else 'missing'} != "
             f"{TABLE_SCHEMA_VERSION} expected by this lmcflow. Rebuild it: delete the file and run "
             f"`snakemake --cores all {path}` (or `--forcerun` the rule that writes it).")
-    if kind is not None and meta.get(b"lmcflow_table", b"").decode() != kind:
-        raise CorruptFileError(f"{path}: expected a {kind!r} table, found {meta.get(b'lmcflow_table')!r}")
+    if kind is not None and meta.get(TABLE_KIND_KEY, b"").decode() != kind:
+        raise CorruptFileError(f"{path}: expected a {kind!r} table, found {meta.get(TABLE_KIND_KEY)!r}")
     return pq.read_table(str(path)).to_pandas()

@@ -197,7 +197,7 @@ def run_identifiability_block(point: Point, pairs: list, models: dict, data_path
                     f"{row['error_barrier_entezari']:.4f} loss barrier={row['loss_barrier_entezari']:.4f} "
                     f"rel. acc barrier={row['relative_accuracy_barrier']:.4f}")
         # The permuted B is the same function as B: its endpoint losses must agree.
-        diff = max(abs(u - v) for u, v in zip(ends["identity"], ends["activation_matching"]))
+        diff = max(abs(u - v) for u, v in zip(ends["identity"], ends["activation_matching"], strict=True))
         if diff > 1e-4 * max(1.0, max(abs(v) for v in ends["identity"])):
             raise RuntimeError(f"the activation-matching permutation changed model B's function (endpoint loss "
                                f"differs by {diff:.3g}); the permutation spec misses a tensor")
@@ -271,7 +271,8 @@ def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict,
 
 # --------------------------------------------------------------------------- alignment and mechanism
 def _device_name(dev: torch.device) -> str:
-    return f"{dev.type}:{torch.cuda.get_device_name(dev) if dev.type == 'cuda' else platform.processor() or platform.machine()}"
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or platform.machine()
+    return f"{dev.type}:{name}"
 
 
 def run_align_block(point: Point, method: str, pairs: list, models: dict, data_path: str, out_perms: str,

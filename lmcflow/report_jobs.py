@@ -5,6 +5,7 @@ costs ~2.5 s of CPU per job, and the default run has ~60 of these small jobs.
 """
 from __future__ import annotations
 
+import html
 import json
 import logging
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 from lmcflow import claims as claims_mod
 from lmcflow.config import Point
 from lmcflow.io import write_json, write_text
+from lmcflow.provenance import provenance
 from lmcflow.tables import (
     barrier_rows,
     concat_tables,
@@ -58,9 +60,14 @@ def study_scale(points: list[Point]) -> dict:
     }
 
 
-def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str) -> dict:
+def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str, runs_path: str) -> dict:
+    """The claim's verdict from its study's tables, with ``provenance`` (code, torch, the study's devices and
+    precisions from its runs table ``runs_path``) and ``tables_read`` (every table path it read, as given:
+    relative to the workflow's working directory) added for ``lmcflow verify``."""
     tables = {kind: read_table(path, kind) for kind, path in table_paths.items()}
     result = claims_mod.evaluate_claim(cid, ccfg, tables, study_scale(points))
+    result["provenance"] = provenance(read_table(runs_path, "runs"))
+    result["tables_read"] = sorted({str(p) for p in table_paths.values()} | {str(runs_path)})
     write_json(out_json, result)
     log.info(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {result['statistic']:.4g} "
         f"[{result['ci_low']:.4g}, {result['ci_high']:.4g}], n_pairs={result['n_pairs']})")
@@ -70,6 +77,25 @@ def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_
 def run_claims_table(json_paths: list, out: str) -> None:
     rows = [claims_mod.claim_row(json.loads(Path(p).read_text())) for p in json_paths]
     write_table(out, "claims", make_frame("claims", rows))
+
+
+def run_provenance(runs_path: str, out_json: str, out_html: str) -> dict:
+    """``results/provenance.json`` and its HTML rendering for the Snakemake report."""
+    prov = provenance(read_table(runs_path, "runs"))
+    write_json(out_json, prov)
+    rows = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_plain(v))}</td></tr>" for k, v in prov.items())
+    write_text(out_html, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>lmcflow provenance</title>"
+                         "<style>th{text-align:left;padding-right:1em}</style></head><body>\n"
+                         f"<h3>Code and machine that produced these results</h3>\n<table>\n{rows}\n</table>\n"
+                         "</body></html>\n")
+    log.info(f"[provenance] {prov}")
+    return prov
+
+
+def _plain(v) -> str:
+    if v is None:
+        return "unknown"
+    return ", ".join(map(str, v)) if isinstance(v, list) else str(v)
 
 
 def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, definition: str) -> None:

@@ -113,7 +113,7 @@ def barrier_rows(interp: pd.DataFrame) -> list[dict]:
     keys = [c for c, _ in POINT_COLUMNS] + [c for c, _ in PAIR_COLUMNS] + ["split"]
     rows = []
     for key, g in interp.groupby(keys, sort=True, dropna=False):
-        base = dict(zip(keys, key))
+        base = dict(zip(keys, key, strict=True))
         lam = g["lam"].to_numpy()
         curves = {("loss", False): g["loss"], ("loss", True): g["calibrated_loss"],
                   ("error", False): g["error"], ("error", True): g["error"]}
@@ -126,6 +126,16 @@ def barrier_rows(interp: pd.DataFrame) -> list[dict]:
                              "definition": definition, "value": value})
     return rows
 
+
+# --------------------------------------------------------------------------- reproducibility
+# The only columns in which two runs of one config on one machine may differ: how long a job took
+# and the scheduler's job id. Every other column, and every non-table artifact byte for byte, is a
+# function of the config (results/README.md, "Reproducibility"). ``device`` and ``precision`` name the
+# hardware and differ between machines only.
+RUN_SPECIFIC_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("wall_time_s", "train_seconds", "slurm_job_id"),
+    "alignment": ("align_seconds", "wall_time_s"),
+}
 
 
 # --------------------------------------------------------------------------- identifiability paper tables

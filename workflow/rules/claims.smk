@@ -8,6 +8,8 @@ rule claim:
     """A claim verdict computed from its study's tables."""
     input:
         unpack(claim_study_tables),
+        # device and precision of the study's models, for the claim's provenance
+        provenance_runs=lambda wc: study_table(CLAIM_CFG[wc.claim]["study"], "runs"),
     output:
         report(f"{RESULTS}/claims/{{claim}}.json", caption="../report/claim.rst", category="claims"),
     log:

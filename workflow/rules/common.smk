@@ -205,7 +205,10 @@ def all_targets():
         tables += [f"{RESULTS}/tables/claims.parquet", FRONT_PAGE]
     tables += [f"{RESULTS}/tables/{k}.parquet" for k in IDENT_TABLE_KINDS if table_studies(k)]
     tables += [f"{RESULTS}/tables/{k}.parquet" for k in ALIGN_TABLE_KINDS if align_table_needed(k)]
-    return tables + figure_targets() + claims
+    return tables + figure_targets() + claims + PROVENANCE_FILES
+
+
+PROVENANCE_FILES = [f"{RESULTS}/provenance.json", f"{RESULTS}/provenance.html"]
 
 
 # --------------------------------------------------------------------------- identifiability paper

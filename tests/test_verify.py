@@ -1,0 +1,179 @@
+"""`lmcflow verify` on a small hand-built results folder: clean passes, each kind of damage is named."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lmcflow.cli import main
+from lmcflow.io import (
+    CONTENT_SHA256_KEY,
+    SCHEMA_VERSION_KEY,
+    sha256_file,
+    table_content_sha256,
+)
+from lmcflow.tables import TABLES, write_table
+from lmcflow.verify import verify
+
+DEFAULTS = {"string": "x", "float64": 0.5, "int64": 1, "bool": False}
+
+
+def row(kind: str, **values) -> dict:
+    return {**{c: DEFAULTS[t] for c, t in TABLES[kind]}, **values}
+
+
+def age(path, seconds: float) -> None:
+    """Move a file's mtime ``seconds`` into the past."""
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A results folder as the workflow leaves it: tables, two checkpoints, one permutation file, one claim."""
+    ckpts = []
+    for seed in (0, 1):
+        path = tmp_path / f"work/models/s/p/seed-{seed}.safetensors"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bytes(range(256)) * (seed + 3))
+        ckpts.append(path)
+    perm = tmp_path / "work/align/s/p/weight_matching/pair-0-1.safetensors"
+    perm.parent.mkdir(parents=True)
+    perm.write_bytes(b"permutation" * 40)
+    runs = [row("runs", seed=s, checkpoint=str(p.relative_to(tmp_path)), checkpoint_sha256=sha256_file(p))
+            for s, p in enumerate(ckpts)]
+    align = [row("alignment", method="weight_matching", permutation_file=str(perm.relative_to(tmp_path)),
+                 permutation_sha256=sha256_file(perm))]
+    barriers = [row("barriers", value=v) for v in (0.1, 0.2, 0.3)]
+    for study_or_all in ("work/tables/s", "results/tables"):
+        write_table(tmp_path / study_or_all / "runs.parquet", "runs", runs)
+        write_table(tmp_path / study_or_all / "barriers.parquet", "barriers", barriers)
+    write_table(tmp_path / "results/tables/alignment.parquet", "alignment", align)
+    for path in tmp_path.rglob("*"):
+        age(path, 60)  # the claim below is written a minute after its inputs
+    claim = {"claim_id": "c", "verdict": "supported", "provenance": {"lmcflow_version": "0"},
+             "tables_read": ["work/tables/s/barriers.parquet", "work/tables/s/runs.parquet"]}
+    (tmp_path / "results/claims").mkdir()
+    (tmp_path / "results/claims/c.json").write_text(json.dumps(claim))
+    write_table(tmp_path / "results/tables/claims.parquet", "claims", [row("claims", claim_id="c")])
+    return tmp_path
+
+
+def problems(workdir) -> list[str]:
+    return [str(p) for p in verify(workdir / "results").problems]
+
+
+def test_clean_results_verify(workdir, capsys):
+    result = verify(workdir / "results")
+    assert result.ok, result.problems
+    assert result.checked == {"tables": 6, "checkpoints": 2, "permutation files": 1, "claims": 1}
+    assert main(["verify", str(workdir / "results")]) == 0
+    assert capsys.readouterr().out.strip().startswith("lmcflow verify: 0 problems")
+
+
+def test_truncated_checkpoint_is_named(workdir, capsys):
+    ckpt = workdir / "work/models/s/p/seed-1.safetensors"
+    ckpt.write_bytes(ckpt.read_bytes()[:100])
+    [line] = problems(workdir)
+    assert line.startswith("work/models/s/p/seed-1.safetensors: SHA-256 ") and line.endswith("[rule train]")
+    assert "differs from the" in line and "recorded in results/tables/runs.parquet" in line and "100 bytes" in line
+    assert main(["verify", str(workdir / "results")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == line and out[-1].startswith("lmcflow verify: 1 problem in") and "--forcerun FILE" in out[-1]
+
+
+def test_deleted_permutation_file_is_named(workdir):
+    (workdir / "work/align/s/p/weight_matching/pair-0-1.safetensors").unlink()
+    assert problems(workdir) == [("work/align/s/p/weight_matching/pair-0-1.safetensors: missing (named in "
+                                  "results/tables/alignment.parquet) [rule align]")]
+
+
+def test_table_rewritten_by_pandas_is_named(workdir):
+    path = workdir / "results/tables/barriers.parquet"
+    df = pd.read_parquet(path)
+    df.loc[0, "value"] = -1.0
+    df.to_parquet(path)  # pandas keeps its own metadata only
+    [line] = problems(workdir)
+    assert line.startswith("results/tables/barriers.parquet: no lmcflow schema version")
+    assert line.endswith("[rule result_table]")
+
+
+def test_table_edited_with_metadata_kept_is_named(workdir):
+    """An edit that keeps lmcflow's metadata changes the content hash; the claim reading it is now stale too."""
+    path = workdir / "work/tables/s/barriers.parquet"
+    table = pq.read_table(path)
+    edited = table.set_column(table.column_names.index("value"), "value", pa.chunked_array([[0.1, 0.2, 9.9]]))
+    pq.write_table(edited.replace_schema_metadata(table.schema.metadata), path)
+    assert problems(workdir) == [
+        ("work/tables/s/barriers.parquet: content differs from the hash recorded when the workflow wrote it "
+         "(edited by hand?) [rule study_barriers]"),
+        "results/claims/c.json: older than work/tables/s/barriers.parquet, which it reads [rule claim]"]
+
+
+def test_old_schema_version_and_missing_content_hash_are_named(workdir):
+    path = workdir / "results/tables/runs.parquet"
+    table = pq.read_table(path)
+    meta = {k: v for k, v in table.schema.metadata.items() if k != CONTENT_SHA256_KEY}
+    pq.write_table(table.replace_schema_metadata({**meta, SCHEMA_VERSION_KEY: b"0"}), path)
+    assert problems(workdir) == [
+        "results/tables/runs.parquet: schema version 0, this lmcflow reads version 1 [rule result_table]",
+        ("results/tables/runs.parquet: no content hash: written by an older lmcflow, cannot be verified "
+         "[rule result_table]")]
+
+
+def test_stale_claim_and_summary_are_named(workdir):
+    age(workdir / "results/claims/c.json", 120)
+    assert problems(workdir) == [
+        "results/claims/c.json: older than work/tables/s/barriers.parquet, which it reads [rule claim]",
+        "results/claims/c.json: older than work/tables/s/runs.parquet, which it reads [rule claim]"]
+    age(workdir / "results/tables/claims.parquet", 600)
+    assert problems(workdir)[-1] == ("results/tables/claims.parquet: older than results/claims/c.json, which it "
+                                     "summarises [rule claims_table]")
+
+
+def test_claim_without_provenance_and_missing_read_table(workdir):
+    claim = workdir / "results/claims/c.json"
+    data = json.loads(claim.read_text())
+    del data["provenance"]
+    data["tables_read"].append("work/tables/s/layer_metrics.parquet")
+    claim.write_text(json.dumps(data))
+    age(claim, 30)  # still newer than its tables, not newer than claims.parquet
+    assert problems(workdir) == [
+        "results/claims/c.json: records no provenance (written by an older lmcflow) [rule claim]",
+        "work/tables/s/layer_metrics.parquet: missing (read by results/claims/c.json) [rule study_table]"]
+
+
+def test_workdir_option_and_bad_folders(workdir, tmp_path_factory, capsys):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    os.rename(workdir / "results", elsewhere / "out")
+    # the tables' paths are relative to the working directory, not to the results folder's new parent
+    assert main(["verify", str(elsewhere / "out")]) == 1
+    assert main(["verify", str(elsewhere / "out"), "--workdir", str(workdir)]) == 0
+    assert main(["verify", str(workdir / "nope")]) == 2
+    assert "no such results folder" in capsys.readouterr().err
+
+
+def test_content_hash_ignores_encoding_and_sees_values(tmp_path):
+    path = tmp_path / "t.parquet"
+    write_table(path, "barriers", [row("barriers", value=v, method=m) for v, m in ((0.1, "a"), (float("nan"), "b"))])
+    table = pq.read_table(path)
+    recorded = table.schema.metadata[CONTENT_SHA256_KEY].decode()
+    assert table_content_sha256(table) == recorded
+    pq.write_table(table, tmp_path / "u.parquet", compression="zstd", row_group_size=1)  # same content, other bytes
+    assert table_content_sha256(pq.read_table(tmp_path / "u.parquet")) == recorded
+    renamed = table.rename_columns([*table.column_names[:-1], "val"])
+    swapped = table.set_column(table.column_names.index("method"), "method", pa.chunked_array([["b", "a"]]))
+    assert len({recorded, table_content_sha256(renamed), table_content_sha256(swapped)}) == 3
+
+
+def test_verify_and_provenance_do_not_import_torch():
+    code = ("import sys, lmcflow.verify, lmcflow.provenance, lmcflow.cli; "
+            "assert 'torch' not in sys.modules, [m for m in sys.modules if m.startswith('torch')][:5]")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]

@@ -1,0 +1,15 @@
+localrules:
+    provenance,
+
+
+rule provenance:
+    """The lmcflow commit and version, torch version, devices and precisions that produced the results."""
+    input:
+        runs=f"{RESULTS}/tables/runs.parquet",
+    output:
+        json=PROVENANCE_FILES[0],
+        html=report(PROVENANCE_FILES[1], caption="../report/provenance.rst", category="provenance"),
+    log:
+        f"{LOGS}/provenance.log",
+    script:
+        "../scripts/provenance.py"
