@@ -23,7 +23,7 @@ from safetensors import SafetensorError
 if TYPE_CHECKING:  # torch is imported lazily where needed
     import torch
 
-TABLE_SCHEMA_VERSION = 1
+TABLE_SCHEMA_VERSION = 2
 
 
 class CorruptFileError(RuntimeError):

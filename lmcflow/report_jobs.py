@@ -15,7 +15,6 @@ from lmcflow.io import write_json
 from lmcflow.tables import (
     barrier_rows,
     concat_tables,
-    make_frame,
     read_table,
     write_table,
 )
@@ -59,17 +58,26 @@ def study_scale(points: list[Point]) -> dict:
 
 
 def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str) -> dict:
-    tables = {kind: read_table(path, kind) for kind, path in table_paths.items()}
-    result = claims_mod.evaluate_claim(cid, ccfg, tables, study_scale(points))
+    """``table_paths``: kind -> path, or kind -> [path per study] for claims that read several studies."""
+    tables = {kind: concat_tables([paths] if isinstance(paths, str) else list(paths), kind)
+              for kind, paths in table_paths.items()}
+    studies = claims_mod.claim_studies(ccfg)
+    scales = {s: study_scale([p for p in points if p.study == s]) for s in studies}
+    result = claims_mod.evaluate_claim(cid, ccfg, tables, scales[studies[0]], scales)
     write_json(out_json, result)
-    log.info(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {result['statistic']:.4g} "
-        f"[{result['ci_low']:.4g}, {result['ci_high']:.4g}], n_pairs={result['n_pairs']})")
+
+    def num(v):
+        return "nan" if v is None else f"{v:.4g}"
+
+    log.info(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {num(result['statistic'])} "
+             f"[{num(result['ci_low'])}, {num(result['ci_high'])}], n_seeds={result['n_seeds']})"
+             + (f" reason: {result['reason']}" if result["reason"] else ""))
     return result
 
 
 def run_claims_table(json_paths: list, out: str) -> None:
     rows = [claims_mod.claim_row(json.loads(Path(p).read_text())) for p in json_paths]
-    write_table(out, "claims", make_frame("claims", rows))
+    write_table(out, "claims", rows)
 
 
 def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, definition: str) -> None:

@@ -4,7 +4,7 @@ localrules:
 
 
 rule claim:
-    """A claim verdict computed from its study's tables (bootstrap CI over seed pairs)."""
+    """A claim verdict computed from its study's tables (seed-level jackknife CI, lmcflow.claims.stats)."""
     input:
         unpack(claim_study_tables),
     output:
@@ -16,7 +16,7 @@ rule claim:
     params:
         claim=lambda wc: wc.claim,
         claim_cfg=lambda wc: CLAIM_CFG[wc.claim],
-        points=lambda wc: [p.to_dict() for p in study_points(POINTS, CLAIM_CFG[wc.claim]["study"])],
+        points=claim_points,
     script:
         "../scripts/claim.py"
 

@@ -14,7 +14,7 @@ sys.path.insert(0, CHECKOUT)
 os.environ["PYTHONPATH"] = os.pathsep.join([CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT])
 
 from lmcflow.config import ConfigError, expand_points, check_semantics, study_points, swept_values
-from lmcflow.claims import REGISTRY as CLAIMS
+from lmcflow.claims import REGISTRY as CLAIMS, claim_studies
 from lmcflow.data import dataset_names
 from lmcflow.models import ARCHITECTURES
 from lmcflow.validation import validate_points
@@ -122,9 +122,13 @@ def figure_targets():
 
 
 def claim_study_tables(wc):
-    claim = CLAIMS[wc.claim]
-    study = CLAIM_CFG[wc.claim]["study"]
-    return {kind: study_table(study, kind) for kind in claim.tables}
+    """The tables a claim reads, per kind one file per study it reads (Table-1 claims may read several)."""
+    studies = claim_studies(CLAIM_CFG[wc.claim])
+    return {kind: [study_table(s, kind) for s in studies] for kind in CLAIMS[wc.claim].tables}
+
+
+def claim_points(wc):
+    return [p.to_dict() for s in claim_studies(CLAIM_CFG[wc.claim]) for p in study_points(POINTS, s)]
 
 
 def all_targets():
