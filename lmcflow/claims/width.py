@@ -15,6 +15,7 @@ orthogonality) and the weak weight-decay arm (low rank).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from lmcflow.claims.core import (
     Criterion,
@@ -91,9 +92,9 @@ def requires_mechanism(*wd_params: str, lam: bool = True, interior: bool = False
 
 
 # --------------------------------------------------------------------------- helpers
-def _error_barriers(t: dict, p: dict, weight_decay="default", **more):
-    wd = p["weight_decay"] if weight_decay == "default" else weight_decay
-    return select(t["barriers"], metric="error", calibrated=False, split=p["split"], weight_decay=wd, **more)
+def _error_barriers(t: dict, p: dict, weight_decay, **more):
+    return select(t["barriers"], metric="error", calibrated=False, split=p["split"], weight_decay=weight_decay,
+                  **more)
 
 
 def _layer_rows(t: dict, p: dict, weight_decay, lam=None):
@@ -109,8 +110,6 @@ def _interior(df):
 
 def _with_arms(t: dict, p: dict, frame):
     """``frame(weight_decay)`` for the default and the weak arm, with an ``arm`` column (0 default, 1 weak)."""
-    import pandas as pd
-
     return pd.concat([frame(p["weight_decay"]).assign(arm=0), frame(p["weak_weight_decay"]).assign(arm=1)])
 
 
@@ -134,7 +133,7 @@ def _curve(m, *index) -> list:
        paper_values=_table1("plain-average midpoint error barrier at the widest width", "barrier_widest",
                             0.0052, 0.0131, 0.0269))
 def width_merge_accuracy(t: dict, p: dict) -> Outcome:
-    b = _error_barriers(t, p, method=p["method"])
+    b = _error_barriers(t, p, p["weight_decay"], method=p["method"])
     sample, lab = pivot(b, ["value"], ["definition", "width"])
     widths, defs = lab["width"], lab["definition"]
     need(p["definition"] in defs and len(widths) >= 2,
@@ -383,7 +382,7 @@ def weight_decay(t: dict, p: dict) -> Outcome:
        paper_values=_table1("gain of weight matching at the widest width: barrier(plain) − barrier(weight matching)",
                             "gain_widest", 0.0052 - (-0.0003), 0.0131 - 0.0700, 0.0269 - 0.0514))
 def weight_matching_no_gain(t: dict, p: dict) -> Outcome:
-    b = _error_barriers(t, p, definition=p["definition"])
+    b = _error_barriers(t, p, p["weight_decay"], definition=p["definition"])
     b = b[b.method.isin(["identity", p["method"]])]
     widths = sorted(set(b[b.method == p["method"]].width))
     need(len(widths) >= 2, f"{p['method']} evaluated at fewer than 2 widths")
@@ -415,7 +414,7 @@ def weight_matching_no_gain(t: dict, p: dict) -> Outcome:
        requires=(requires_methods(methods=("random_permutation",), at=("widest",)),),
        defaults={"weight_decay": 3.0e-3, "definition": "midpoint", "split": "test", "tolerance": 0.01})
 def random_permutation(t: dict, p: dict) -> Outcome:
-    b = _error_barriers(t, p, definition=p["definition"])
+    b = _error_barriers(t, p, p["weight_decay"], definition=p["definition"])
     b = b[b.method.isin(["identity", "random_permutation"])]
     widths = sorted(set(b[b.method == "random_permutation"].width))
     need(bool(widths), "random_permutation was not evaluated")
