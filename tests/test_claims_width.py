@@ -52,8 +52,8 @@ def test_weight_matching_no_gain_reads_every_table1_study():
     from lmcflow.claims import evaluate_claim
 
     scales = {"mlp": {"arch": ["mlp"]}, "vgg": {"arch": ["vgg11"]}}
-    res = evaluate_claim("weight-matching-no-gain", {"study": ["mlp", "vgg"]}, tables, scales["mlp"], scales)
-    assert res["studies"] == ["mlp", "vgg"] and res["verdict"] == "not_supported"
+    res = evaluate_claim("weight-matching-no-gain", {"study": ["vgg", "mlp"]}, tables, scales["vgg"], scales)
+    assert res["studies"] == ["vgg", "mlp"] and res["verdict"] == "not_supported"  # combined, not the first's
     assert res["by_study"]["mlp"]["verdict"] == "not_supported" and res["by_study"]["vgg"]["verdict"] == "supported"
     mlp_paper = [p for p in res["by_study"]["mlp"]["paper"] if p["fits_our_study"]]
     assert [p["scale"] for p in mlp_paper] == ["MLP, 16x width, MNIST"] and mlp_paper[0]["value"] == pytest.approx(0.0055)
