@@ -54,8 +54,8 @@ between the two models' features. P_A, P_B are fixed seeded permutations of a la
        weak_additivity      = mean_x cos( σ(λ z̃_a + (1−λ) z̃_b), λ σ(z̃_a) + (1−λ) σ(z̃_b) )
        weak_additivity_lewc = mean_x cos( σ(λ^l z̃_a + (1−λ)^l z̃_b), λ^l σ(z̃_a) + (1−λ)^l σ(z̃_b) )
        weak_additivity_shuffled = weak_additivity with z̃_b(π x) in place of z̃_b(x)
-   (the second is the form LEWC needs at layer l; the third its empirical independent baseline). Reference for independent
-   standard Gaussian vectors a, b (large-width limit of the per-sample cosine,
+   (the second is the form LEWC needs at layer l; the third its empirical independent baseline).
+   Reference for independent standard Gaussian vectors a, b (large-width limit of the per-sample cosine,
    ``gaussian_weak_additivity(α, β)`` with α = λ, β = 1 − λ or α = λ^l, β = (1−λ)^l):
        s = αa + βb,  σ_s² = α² + β²,  κ(ρ) = (√(1−ρ²) + (π − arccos ρ) ρ) / (2π)
        E[ReLU(s)²] = σ_s²/2,   E[ReLU(s)ReLU(a)] = σ_s κ(α/σ_s)

@@ -54,7 +54,7 @@ def pair_rows(cells: dict, values, noise: Noise, **fixed) -> list[dict]:
     names = list(cells)
     rows = []
     for (a, b), combo in itertools.product(PAIRS, itertools.product(*cells.values())):
-        cell = dict(zip(names, combo))
+        cell = dict(zip(names, combo, strict=True))
         rows.append({"seed_a": a, "seed_b": b, **fixed, **cell,
                      **{k: noise.pair(v, a, b) for k, v in values(**cell).items()}})
     return rows
@@ -64,7 +64,7 @@ def seed_rows(cells: dict, values, noise: Noise, **fixed) -> list[dict]:
     names = list(cells)
     rows = []
     for s, combo in itertools.product(SEEDS, itertools.product(*cells.values())):
-        cell = dict(zip(names, combo))
+        cell = dict(zip(names, combo, strict=True))
         rows.append({"seed": s, **fixed, **cell, **{k: noise.seed(v, s) for k, v in values(**cell).items()}})
     return rows
 

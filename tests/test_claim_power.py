@@ -19,7 +19,7 @@ SD = {"seed_sd": 0.002, "row_sd": 0.002}
 
 
 def by_width(curve):
-    return dict(zip(WIDTHS, curve))
+    return dict(zip(WIDTHS, curve, strict=True))
 
 
 # --------------------------------------------------------------------------- width paper
@@ -110,15 +110,15 @@ SIGMAS = (0.0, 0.3, 1.0, 3.0)
 
 
 def sigma_f_identity(holds):
-    curve = dict(zip(SIGMAS, (0.02, 0.4, 0.9, 0.97) if holds else (0.5, 0.4, 0.3, 0.2)))
+    curve = dict(zip(SIGMAS, (0.02, 0.4, 0.9, 0.97) if holds else (0.5, 0.4, 0.3, 0.2), strict=True))
     rows = pair_rows({"sigma_f": SIGMAS, "layer": [0, 1]}, lambda sigma_f, layer: {
         "identity_normalized": curve[sigma_f]}, Noise(**SD), symmetry="w_asymmetric")
     return {"identifiability": table("identifiability", rows)}
 
 
 def sigma_f_unaligned_barrier(holds):
-    un = dict(zip(SIGMAS, (0.4, 0.3, 0.1, 0.02) if holds else (0.1, 0.2, 0.3, 0.4)))
-    al = dict(zip(SIGMAS, (0.05, 0.03, 0.01, 0.0)))
+    un = dict(zip(SIGMAS, (0.4, 0.3, 0.1, 0.02) if holds else (0.1, 0.2, 0.3, 0.4), strict=True))
+    al = dict(zip(SIGMAS, (0.05, 0.03, 0.01, 0.0), strict=True))
     rows = pair_rows({"sigma_f": SIGMAS, "method": ["identity", "activation_matching"]},
                      lambda sigma_f, method: {"error_barrier_entezari": (un if method == "identity" else al)[sigma_f]},
                      Noise(**SD), symmetry="w_asymmetric")

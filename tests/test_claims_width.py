@@ -56,7 +56,8 @@ def test_weight_matching_no_gain_reads_every_table1_study():
     assert res["studies"] == ["vgg", "mlp"] and res["verdict"] == "not_supported"  # combined, not the first's
     assert res["by_study"]["mlp"]["verdict"] == "not_supported" and res["by_study"]["vgg"]["verdict"] == "supported"
     mlp_paper = [p for p in res["by_study"]["mlp"]["paper"] if p["fits_our_study"]]
-    assert [p["scale"] for p in mlp_paper] == ["MLP, 16x width, MNIST"] and mlp_paper[0]["value"] == pytest.approx(0.0055)
+    assert [p["scale"] for p in mlp_paper] == ["MLP, 16x width, MNIST"]
+    assert mlp_paper[0]["value"] == pytest.approx(0.0055)
     single = evaluate_claim("weight-matching-no-gain", {"study": "vgg"}, {"barriers": table("barriers", hurts.to_dict(
         "records"))}, scales["vgg"])
     assert single["verdict"] == "supported" and "by_study" not in single

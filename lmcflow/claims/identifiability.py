@@ -117,7 +117,8 @@ def sigma_f_unaligned_barrier(t: dict, p: dict) -> Outcome:
         Criterion("trend", f"slope of the mean unaligned {p['definition']} {p['metric']} barrier against the σ_F grid "
                       f"{axis}", estimate(lambda m: slope(x, m[0, un]), sample), "<", 0.0,
              "paper: the unaligned barrier falls as σ_F grows", kind="trend"),
-        Criterion("remaining_gap_ratio", f"unaligned − aligned barrier at σ_F = {sigmas[-1]:g} as a fraction of that at "
+        Criterion("remaining_gap_ratio", f"unaligned − aligned barrier at σ_F = {sigmas[-1]:g} as a fraction of "
+                                         f"that at "
                                     f"σ_F = {sigmas[0]:g} (ratio of means)",
              estimate(lambda m: (m[0, un, -1] - m[0, al, -1]) / (m[0, un, 0] - m[0, al, 0]), sample), "<",
              p["max_gap_ratio"], "convention: at most a quarter of the gap alignment closes at σ_F = 0 remains"),
@@ -238,7 +239,8 @@ def identifiability_tradeoff(t: dict, p: dict) -> Outcome:
                                            "of the epochs (nats)",
                      estimate(lambda v: v[late, 0], sample), "<", p["max_late_loss_drop"],
                      "convention: the training loss moves less than 0.01 nats over the last fifth of training")
-    criteria = [Criterion("drop", f"{p['metric']} of the standard network minus the symmetry-broken one at σ_F = {high:g}",
+    criteria = [Criterion("drop", f"{p['metric']} of the standard network minus the symmetry-broken one at "
+                                  f"σ_F = {high:g}",
                   estimate(lambda v: v[m, 0] - v[m, 1], sample), ">", p["min_drop"],
                   "paper: strong symmetry breaking limits the features a network learns within a norm budget")]
     reported = {"standard_converged": converged.estimate,

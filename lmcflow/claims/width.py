@@ -238,7 +238,8 @@ def weak_additivity(t: dict, p: dict) -> Outcome:
     widths = lab["width"]
     need(len(widths) >= 2, f"weak-additivity rows at ≥ 2 widths at λ = {p['lam']}")
     x, _ = trend_axis(widths)
-    criteria = [Criterion("gain_over_shuffled", f"weak-additivity cosine minus its shuffled-pairing null at the widest width "
+    criteria = [Criterion("gain_over_shuffled", f"weak-additivity cosine minus its shuffled-pairing null at the "
+                                                f"widest width "
                                         f"{widths[-1]:g} (λ = {p['lam']}, layers ≥ {p['min_layer']})",
                   estimate(lambda m: m[0, -1] - m[1, -1], sample), ">", p["min_gain_over_shuffled"],
                   NULL_SOURCE, kind="control", control="shuffled sample pairing")]
@@ -390,7 +391,8 @@ def weight_matching_no_gain(t: dict, p: dict) -> Outcome:
     need(lab["method"] == sorted(["identity", p["method"]]), f"identity and {p['method']} barriers")
     i, j = lab["method"].index("identity"), lab["method"].index(p["method"])
     criteria = [
-        Criterion("relative_gain_widest", f"gain of {p['method']} at the widest width {widths[-1]:g} as a fraction of the "
+        Criterion("relative_gain_widest", f"gain of {p['method']} at the widest width {widths[-1]:g} as a fraction "
+                                          f"of the "
                                      f"plain-average {p['definition']} error barrier: (plain − {p['method']}) / plain "
                                      f"(ratio of means)",
              estimate(lambda m: (m[0, i, -1] - m[0, j, -1]) / m[0, i, -1], sample), "<", p["max_relative_gain"],
@@ -420,7 +422,8 @@ def random_permutation(t: dict, p: dict) -> Outcome:
     need(bool(widths), "random_permutation was not evaluated")
     sample, lab = pivot(b[b.width.isin(widths)], ["value"], ["method", "width"])
     need(lab["method"] == ["identity", "random_permutation"], "identity and random_permutation barriers")
-    criteria = [Criterion("difference_widest", f"{p['definition']} error barrier at the widest width {widths[-1]:g}: random "
+    criteria = [Criterion("difference_widest", f"{p['definition']} error barrier at the widest width "
+                                               f"{widths[-1]:g}: random "
                                        f"permutation − no permutation",
                   estimate(lambda m: m[0, 1, -1] - m[0, 0, -1], sample), "within", p["tolerance"],
                   "convention: one point of test error either way (the endpoints are the same functions, so this "
