@@ -2,7 +2,7 @@
 
     lmcflow validate [my.yaml]            # schema + semantic checks, as at DAG construction
     lmcflow points [my.yaml]              # every study point and its seeds/pairs
-    lmcflow claims [results]              # verdicts with statistic and CI
+    lmcflow claims [results]              # verdicts, statistic and CI, controls, the paper's value beside ours
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
 """
 from __future__ import annotations
@@ -26,6 +26,32 @@ def load_and_check(path: str | None) -> tuple[dict, dict]:
     points = expand_points(cfg)
     validate_points(points)
     return cfg, points
+
+
+def _g(v) -> str:
+    import math
+
+    return "—" if v is None or math.isnan(v) else f"{v:.4g}"
+
+
+def format_claim(r: dict) -> str:
+    """A claims.parquet row as text: verdict, our statistic with its CI, the controls, the paper's value
+    beside ours (each at its scale)."""
+    import json
+
+    ci = "(no CI)" if _g(r["ci_low"]) == "—" else f"[{_g(r['ci_low'])}, {_g(r['ci_high'])}]"
+    scale = json.loads(r["scale"]) if r["scale"] else {}
+    ours_at = ", ".join(f"{k}={scale[k]}" for k in ("dataset", "arch", "widths", "epochs") if scale.get(k))
+    lines = [(f"{r['claim_id']:28s} {r['verdict']:14s} {r['statistic_name']} = {_g(r['statistic'])} {ci} "
+              f"(n_seeds={r['n_seeds']}, study={r['study']})")]
+    if r["reason"]:
+        lines.append(f"{'':28s} reason: {r['reason']}")
+    if r["controls"]:
+        lines.append(f"{'':28s} controls: {r['controls']}")
+    if r["paper_quantity"]:
+        lines.append(f"{'':28s} paper: {r['paper_quantity']} = {_g(r['paper_value'])} ({r['paper_scale']}) | "
+                     f"ours: {_g(r['our_value'])} ({ours_at})")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -57,8 +83,7 @@ def main(argv=None) -> int:
 
             df = read_parquet(Path(args.results) / "tables/claims.parquet", "claims")
             for r in df.itertuples():
-                print(f"{r.claim_id:28s} {r.verdict:14s} {r.statistic_name} = {r.statistic:.4g} "
-                      f"[{r.ci_low:.4g}, {r.ci_high:.4g}] (n_pairs={r.n_pairs}, study={r.study})")
+                print(format_claim(r._asdict()))
         elif args.cmd == "verify":
             return run_verify(args.results, args.workdir)
     except ConfigError as err:

@@ -317,12 +317,18 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
     for cid, ccfg in (config.get("claims") or {}).items():
         if cid not in claim_registry:
             raise ConfigError(f"claims.{cid}: unknown claim id; known: {', '.join(sorted(claim_registry))}")
-        study = (ccfg or {}).get("study")
-        if study not in studies:
-            raise ConfigError(f"claims.{cid}.study: {study!r} is not a study in this config; "
-                              f"defined: {', '.join(studies) or 'none'}")
         claim = claim_registry[cid]
-        claim.check_config(cid, ccfg, studies[study], [p for (s, _), p in points.items() if s == study])
+        named = (ccfg or {}).get("study")
+        names = list(named) if isinstance(named, list) else [named]
+        if len(names) > 1 and not claim.multi_study:
+            raise ConfigError(f"claims.{cid}.study: this claim reads one study, got the list {names}")
+        if not names:
+            raise ConfigError(f"claims.{cid}.study: the list of studies is empty")
+        for study in names:
+            if study not in studies:
+                raise ConfigError(f"claims.{cid}.study: {study!r} is not a study in this config; "
+                                  f"defined: {', '.join(studies) or 'none'}")
+            claim.check_config(cid, ccfg, study, studies[study], [p for (s, _), p in points.items() if s == study])
 
 
 # --------------------------------------------------------------------------- identifiability

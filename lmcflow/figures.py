@@ -154,11 +154,13 @@ def barrier_vs_sigma_f(lmc: pd.DataFrame, split: str = "test"):
 
 
 def swap_cost_heatmaps(matrix: pd.DataFrame, layer: str | None = None):
-    """Swap-cost matrices T_ij (first seed, one layer): rows = data intrinsic dimension k, columns = σ_F."""
+    """Swap-cost matrices T_ij (first seed, one layer, shortest training: untrained when the study has
+    epochs 0): rows = data intrinsic dimension k, columns = σ_F."""
     if matrix.empty:
         return _empty("swap-cost heatmaps")
     layer = layer or sorted(matrix.layer.unique())[0]
-    df = matrix[(matrix.layer == layer) & (matrix.seed == matrix.seed.min())]
+    arm = int(matrix.epochs.min())  # 0: untrained, the paper's swap-cost arm
+    df = matrix[(matrix.layer == layer) & (matrix.seed == matrix.seed.min()) & (matrix.epochs == arm)]
     row_key = "data_k" if (df.data_k >= 0).any() else "dataset"
     rows, cols = sorted(df[row_key].unique()), sorted(df.sigma_f.unique())
     vmax = float(np.nanquantile(df.swap_cost.abs(), 0.99)) or 1.0
@@ -182,22 +184,29 @@ def swap_cost_heatmaps(matrix: pd.DataFrame, layer: str | None = None):
             ax.set_yticks([])
     if im is not None:
         fig.colorbar(im, ax=axes, shrink=0.6, label="swap cost T_ij")
-    fig.suptitle(f"Swap costs of {layer} (seed {int(df.seed.min())}; colour clipped at the 99th percentile of |T|)")
+    trained = "untrained" if arm == 0 else f"trained {arm} epochs"
+    fig.suptitle(f"Swap costs of {layer} ({trained}, seed {int(df.seed.min())}; colour clipped at the 99th "
+                 f"percentile of |T|)")
     return fig
 
 
 def swap_cost_vs_k(summary: pd.DataFrame):
-    """Median swap cost and fraction of negative swap costs vs the data's intrinsic dimension k, per σ_F."""
+    """The low tail of the swap costs relative to the self costs (the intrinsic-dimension claim), the share of
+    cheap swaps and the median swap cost vs the data's intrinsic dimension k, per σ_F; one row per training
+    length (0 epochs = untrained)."""
     if summary.empty:
         return _empty("swap cost vs k")
     x = "data_k" if (summary.data_k >= 0).any() else "k"
-    df = summary.assign(**{"σ_F": summary.sigma_f.map(lambda v: f"{v:g}")})
-    names = {"swap_median": "median swap cost", "swap_frac_negative": "fraction of negative swap costs"}
-    long = df.melt(id_vars=[x, "σ_F", "layer", "seed"], value_vars=list(names), var_name="statistic",
+    df = summary.assign(**{"σ_F": summary.sigma_f.map(lambda v: f"{v:g}"),
+                           "arm": summary.epochs.map(lambda e: "untrained" if e == 0 else f"trained {e} epochs")})
+    names = {"swap_q10_relative": "q10(T) / mean self cost", "swap_frac_cheap": "share of swaps < mean self cost",
+             "swap_median": "median swap cost"}
+    long = df.melt(id_vars=[x, "σ_F", "layer", "seed", "arm"], value_vars=list(names), var_name="statistic",
                    value_name="value")
     long["statistic"] = long["statistic"].map(names)
     style = "layer" if long["layer"].nunique() > 1 else None
-    g = sns.relplot(data=long, x=x, y="value", hue="σ_F", style=style, col="statistic", kind="line",
+    row = "arm" if long["arm"].nunique() > 1 else None
+    g = sns.relplot(data=long, x=x, y="value", hue="σ_F", style=style, col="statistic", row=row, kind="line",
                     marker="o", errorbar=("pi", 100), facet_kws={"sharey": False}, height=2.8, aspect=1.1)
     for ax in g.axes.flat:
         ax.set_xscale("log", base=2)
@@ -205,7 +214,7 @@ def swap_cost_vs_k(summary: pd.DataFrame):
         ax.set_xticklabels([f"{v:g}" for v in sorted(long[x].unique())])
         ax.minorticks_off()
         ax.axhline(0, color="grey", lw=0.8)
-    g.set_titles("{col_name}")
+    g.set_titles("{row_name} | {col_name}" if row else "{col_name}")
     g.set_axis_labels("intrinsic dimension k of the data", "")
     g.figure.suptitle("Swap costs vs k (line: mean over seeds; band: min–max)", y=1.03)
     return g.figure

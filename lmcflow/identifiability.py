@@ -25,7 +25,10 @@ Realization and swap costs (one linear / conv layer)
     j's function on span(U) (exact when a_j − v_i lies in range(S_i); the part outside
     is reported as the ``unrealizable`` fraction). The swap cost of exchanging i and j
     is T_ij = M_ij + M_ji − M_ii − M_jj (symmetric, zero diagonal; standard layers
-    give T = 0). T_ij > 0: the current assignment is cheaper than the swap.
+    give T = 0). T_ij > 0: the current assignment is cheaper than the swap. The low tail of the
+    off-diagonal T relative to the mean self cost m̄ = mean_i M_ii says how many swaps are cheap:
+    ``swap_q10_relative`` = q10(T)/m̄ and ``swap_frac_cheap`` = share of T_ij < m̄ (a swap cheaper
+    than realizing one neuron).
 
 Subspace coherence
     ν(U) = max_i ‖Uᵀ e_i‖² for orthonormal U ∈ R^{d×k}; ν ∈ [k/d, 1].
@@ -184,8 +187,12 @@ def swap_summary(t: torch.Tensor, m: torch.Tensor | None = None, r: torch.Tensor
         m = torch.as_tensor(m).double()
         self_cost = torch.diagonal(m)
         out["self_cost_mean"] = float(self_cost.mean())
-        out["swap_median_relative"] = out["swap_median"] / out["self_cost_mean"] if out["self_cost_mean"] > 0 \
-            else float("nan")
+        scale = out["self_cost_mean"]
+        positive = scale > 0 and n > 1
+        out["swap_median_relative"] = out["swap_median"] / scale if positive else float("nan")
+        # the low tail relative to the neurons' own realization cost: where cheap swaps show up
+        out["swap_q10_relative"] = out["swap_q10"] / scale if positive else float("nan")
+        out["swap_frac_cheap"] = float((vals < scale).double().mean()) if positive else float("nan")
         if r is not None:
             r = torch.as_tensor(r).double()
             scale = (m.abs() + r).clamp_min(1e-300)

@@ -29,7 +29,7 @@ from safetensors import SafetensorError
 if TYPE_CHECKING:  # torch is imported lazily where needed
     import torch
 
-TABLE_SCHEMA_VERSION = 1
+TABLE_SCHEMA_VERSION = 2
 SCHEMA_VERSION_KEY = b"lmcflow_schema_version"
 TABLE_KIND_KEY = b"lmcflow_table"
 CONTENT_SHA256_KEY = b"lmcflow_content_sha256"

@@ -21,7 +21,7 @@ from lmcflow.merging import evaluate_path
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.seeding import derive_seed
 from lmcflow.tables import point_columns, read_table, write_table
-from lmcflow.training import evaluate, resolve_device, train
+from lmcflow.training import evaluate, late_loss_drop, resolve_device, train
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
     digest = save_tensors(out_ckpt, model.state_dict(), meta)
     row = {**point_columns(point), "seed": seed, "n_params": count_parameters(model),
            **{f"{s}_{k}": v for s, m in metrics.items() for k, v in m.items()},
+           "train_loss_late_drop": late_loss_drop(info["history"]),
            "wall_time_s": time.perf_counter() - t0, "train_seconds": info["train_seconds"],
            "device": _device_name(dev),
            "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,

@@ -33,9 +33,18 @@ per-sample cosine is cos(u, v) = <u, v> / (‖u‖‖v‖), with cos = 1 when bo
 vectors are exactly 0 and cos = 0 when only one is. "mean_x" is the mean over
 the samples of ``x``.
 
+Same-run nulls. π is a fixed seeded permutation of the samples (``sample_permutation``): evaluating
+one model at π(x) while the other stays at x breaks the pairing of samples between A and B and keeps
+everything else (both models, both feature distributions) — the independent baseline of a cosine
+between the two models' features. P_A, P_B are fixed seeded permutations of a layer's input units
+(``unit_permutation``): P_A z_A is model A's own representation at random unit positions.
+
 1. LEWC and LLFC (``lewc_rows``; any model with ``hidden_features``)
-       lewc_cos = mean_x cos( f_l(θ_λ), λ^l f_l(θ_a) + (1 − λ)^l f_l(θ_b) )
-       llfc_cos = mean_x cos( f_l(θ_λ), λ f_l(θ_a) + (1 − λ) f_l(θ_b) )
+       lewc_cos          = mean_x cos( f_l(θ_λ)(x), λ^l f_l(θ_a)(x) + (1 − λ)^l f_l(θ_b)(x) )
+       lewc_cos_shuffled = the same with the features of the model with the larger LEWC weight at π(x):
+                           f_l(θ_b)(π x) for λ ≤ ½, f_l(θ_a)(π x) for λ > ½ (shuffling the minor term
+                           would leave the target almost unchanged, and the null uninformative)
+       llfc_cos          = mean_x cos( f_l(θ_λ), λ f_l(θ_a) + (1 − λ) f_l(θ_b) )
    For ResNet-20 l is the index in hidden_features, which is not the depth of a
    residual path; LEWC's exponent is only meaningful for plain nets.
 
@@ -44,8 +53,9 @@ the samples of ``x``.
    (``weak_additivity_rows``; needs ``hidden_features(x, pre=True)``, i.e. MLP):
        weak_additivity      = mean_x cos( σ(λ z̃_a + (1−λ) z̃_b), λ σ(z̃_a) + (1−λ) σ(z̃_b) )
        weak_additivity_lewc = mean_x cos( σ(λ^l z̃_a + (1−λ)^l z̃_b), λ^l σ(z̃_a) + (1−λ)^l σ(z̃_b) )
-   (the second is the form LEWC needs at layer l). Reference for independent
-   standard Gaussian vectors a, b (large-width limit of the per-sample cosine,
+       weak_additivity_shuffled = weak_additivity with z̃_b(π x) in place of z̃_b(x)
+   (the second is the form LEWC needs at layer l; the third its empirical independent baseline).
+   Reference for independent standard Gaussian vectors a, b (large-width limit of the per-sample cosine,
    ``gaussian_weak_additivity(α, β)`` with α = λ, β = 1 − λ or α = λ^l, β = (1−λ)^l):
        s = αa + βb,  σ_s² = α² + β²,  κ(ρ) = (√(1−ρ²) + (π − arccos ρ) ρ) / (2π)
        E[ReLU(s)²] = σ_s²/2,   E[ReLU(s)ReLU(a)] = σ_s κ(α/σ_s)
@@ -59,8 +69,11 @@ the samples of ``x``.
    not produce 0/0):
        cross_ratio_a = ‖W_a z_b‖_F / ‖W_a z_a‖_F,    cross_ratio_b = ‖W_b z_a‖_F / ‖W_b z_b‖_F
        cross_cos     = mean_x cos( W_a z_b + W_b z_a, W_a z_a + W_b z_b )
+       cross_ratio_permuted_a = ‖W_a P_A z_a‖_F / ‖W_a z_a‖_F,   cross_ratio_permuted_b = ‖W_b P_B z_b‖_F / ‖W_b z_b‖_F
    At l = 1 both models read the same input, so the ratios are 1 and cross_cos
-   is 1 by definition (layer 1 has no cross term in LEWC).
+   is 1 by definition (layer 1 has no cross term in LEWC). The permuted ratios are
+   each model against a randomly relabelled copy of itself: the orthogonality that
+   the model's low rank alone produces for inputs with its own statistics.
 
 4. Low rank (``weight_rank_rows``): for each model's W_l reshaped to
    (out, in·k·k) with singular values s_1 ≥ … ≥ s_r, r = min(shape):
@@ -68,7 +81,11 @@ the samples of ``x``.
        erank       = exp(−Σ_i p_i log p_i),  p_i = s_i / Σ_j s_j   (Roy & Vetterli 2007; 0 log 0 = 0)
        erank_rel   = erank / r
    (``energy`` changes 0.99.) The stored ``.weight`` is used, not an effective
-   masked weight of a symmetry-breaking layer.
+   masked weight of a symmetry-breaking layer. Reference (``random_rank_reference``):
+       erank_rel_random, rank99_frac_random = the same for a seeded standard Gaussian
+       matrix of W_l's shape (scaled down to at most 1024 rows and columns with the same
+       aspect ratio, where the relative ranks are within ~1% of their Marchenko–Pastur
+       limits): the rank of an unstructured weight, e.g. an untrained network's.
 
 5. Neuron activity (``neuron_activity_rows``): per unit i of layer l the
    uncentred second moment m_i = mean_x f_{l,i}(x)² (conv: also over pixels), in
@@ -89,6 +106,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lmcflow.merging import interpolate_state
+from lmcflow.seeding import generator
 from lmcflow.training import reset_bn_stats
 
 DEFAULT_ACTIVE_THRESHOLD = 1e-3
@@ -122,6 +140,23 @@ def _batches(x: torch.Tensor, batch_size: int, device):
         yield x[i:i + batch_size].to(device)
 
 
+def sample_permutation(n: int, seed: int = 0) -> torch.Tensor:
+    """π: the fixed seeded permutation of n samples that breaks the pairing of samples between A and B."""
+    return torch.randperm(n, generator=generator("mechanism-shuffled-pairing", seed, n))
+
+
+def unit_permutation(n: int, role: str, layer: int, seed: int = 0) -> torch.Tensor:
+    """P_A / P_B (``role`` "a" / "b"): a fixed seeded permutation of the n input units of hidden layer ``layer``."""
+    return torch.randperm(n, generator=generator("mechanism-self-permutation", seed, role, layer, n))
+
+
+def _shuffled_batches(x: torch.Tensor, batch_size: int, device, seed: int = 0):
+    """(x batch, π(x) batch) pairs over the samples in order."""
+    perm = sample_permutation(len(x), seed)
+    for i in range(0, len(x), batch_size):
+        yield x[i:i + batch_size].to(device), x[perm[i:i + batch_size]].to(device)
+
+
 def _lam_cols(lam: float) -> dict:
     return {"lam_paper": float(lam), "lam_path": float(1.0 - lam)}
 
@@ -143,7 +178,7 @@ def _interpolated_models(model_a, model_b, lambdas, x_bn=None) -> list[nn.Module
 @torch.no_grad()
 def lewc_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambdas, batch_size: int = 500,
               x_bn: torch.Tensor | None = None) -> list[dict]:
-    """Rows {layer, lam_paper, lam_path, lewc_cos, llfc_cos} (see module doc, §1)."""
+    """Rows {layer, lam_paper, lam_path, lewc_cos, lewc_cos_shuffled, llfc_cos} (see module doc, §1)."""
     model_a.eval()
     model_b.eval()
     lambdas = [float(l) for l in lambdas]
@@ -153,23 +188,27 @@ def lewc_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambdas, 
     dev = _model_device(model_a)
     sums = None
     n = 0
-    for xb in _batches(x, batch_size, dev):
+    for xb, xp in _shuffled_batches(x, batch_size, dev):
         fa, fb = model_a.hidden_features(xb), model_b.hidden_features(xb)
+        fa_p, fb_p = model_a.hidden_features(xp), model_b.hidden_features(xp)
         if sums is None:
-            sums = torch.zeros(len(lambdas), len(fa), 2, dtype=torch.float64)
+            sums = torch.zeros(len(lambdas), len(fa), 3, dtype=torch.float64)
         for k, (lam, m) in enumerate(zip(lambdas, models)):
             for j, fl in enumerate(m.hidden_features(xb)):
                 l = j + 1
-                lewc = lam ** l * fa[j] + (1 - lam) ** l * fb[j]
+                wa, wb = lam ** l, (1 - lam) ** l
+                lewc = wa * fa[j] + wb * fb[j]
+                null = wa * fa[j] + wb * fb_p[j] if lam <= 0.5 else wa * fa_p[j] + wb * fb[j]
                 llfc = lam * fa[j] + (1 - lam) * fb[j]
                 sums[k, j, 0] += per_sample_cosine(fl, lewc).sum().cpu()
-                sums[k, j, 1] += per_sample_cosine(fl, llfc).sum().cpu()
+                sums[k, j, 1] += per_sample_cosine(fl, null).sum().cpu()
+                sums[k, j, 2] += per_sample_cosine(fl, llfc).sum().cpu()
         n += len(xb)
     rows = []
     for k, lam in enumerate(lambdas):
         for j in range(sums.shape[1]):
             rows.append({"layer": j + 1, **_lam_cols(lam), "lewc_cos": float(sums[k, j, 0] / n),
-                         "llfc_cos": float(sums[k, j, 1] / n)})
+                         "lewc_cos_shuffled": float(sums[k, j, 1] / n), "llfc_cos": float(sums[k, j, 2] / n)})
     return rows
 
 
@@ -200,7 +239,8 @@ def _supports_pre(model: nn.Module) -> bool:
 @torch.no_grad()
 def weak_additivity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambdas,
                          batch_size: int = 500) -> list[dict]:
-    """Rows {layer, lam_paper, lam_path, weak_additivity, weak_additivity_lewc, and their Gaussian references}."""
+    """Rows {layer, lam_paper, lam_path, weak_additivity, weak_additivity_shuffled, weak_additivity_lewc, and
+    the Gaussian references}."""
     if not (_supports_pre(model_a) and _supports_pre(model_b)):
         raise NotImplementedError(f"{type(model_a).__name__}.hidden_features has no pre=True path; "
                                   f"weak additivity needs pre-activations (available for the MLP)")
@@ -210,17 +250,20 @@ def weak_additivity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor
     lambdas = [float(l) for l in lambdas]
     dev = _model_device(model_a)
     sums, n = None, 0
-    for xb in _batches(x, batch_size, dev):
+    for xb, xp in _shuffled_batches(x, batch_size, dev):
         za, zb = model_a.hidden_features(xb, pre=True), model_b.hidden_features(xb, pre=True)
+        zb_p = model_b.hidden_features(xp, pre=True)
         if sums is None:
-            sums = torch.zeros(len(lambdas), len(za), 2, dtype=torch.float64)
-        for j, (a, b) in enumerate(zip(za, zb)):
+            sums = torch.zeros(len(lambdas), len(za), 3, dtype=torch.float64)
+        for j, (a, b, bp) in enumerate(zip(za, zb, zb_p)):
             l = j + 1
-            a, b = a.double(), b.double()
-            ra, rb = act(a), act(b)
+            a, b, bp = a.double(), b.double(), bp.double()
+            ra, rb, rbp = act(a), act(b), act(bp)
             for k, lam in enumerate(lambdas):
                 for c, (wa, wb) in enumerate(((lam, 1 - lam), (lam ** l, (1 - lam) ** l))):
                     sums[k, j, c] += per_sample_cosine(act(wa * a + wb * b), wa * ra + wb * rb).sum().cpu()
+                sums[k, j, 2] += per_sample_cosine(act(lam * a + (1 - lam) * bp),
+                                                   lam * ra + (1 - lam) * rbp).sum().cpu()
         n += len(xb)
     rows = []
     for k, lam in enumerate(lambdas):
@@ -229,6 +272,7 @@ def weak_additivity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor
             gl = (lam ** l, (1 - lam) ** l)
             rows.append({"layer": l, **_lam_cols(lam),
                          "weak_additivity": float(sums[k, j, 0] / n),
+                         "weak_additivity_shuffled": float(sums[k, j, 2] / n),
                          "weak_additivity_lewc": float(sums[k, j, 1] / n),
                          "weak_additivity_gaussian": gaussian_weak_additivity(lam, 1 - lam),
                          "weak_additivity_lewc_gaussian": (gaussian_weak_additivity(*gl) if sum(gl) > 0
@@ -259,32 +303,42 @@ def _linear_part(layer: nn.Module, z: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def reciprocal_orthogonality_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor,
                                   batch_size: int = 500) -> list[dict]:
-    """Rows {layer, cross_ratio_a, cross_ratio_b, cross_cos} (see module doc, §3)."""
+    """Rows {layer, cross_ratio_a, cross_ratio_b, cross_cos, cross_ratio_permuted_a, cross_ratio_permuted_b}
+    (see module doc, §3)."""
     model_a.eval()
     model_b.eval()
     dev = _model_device(model_a)
-    acc, n = None, 0
+    acc, n, perms = None, 0, {}
     for xb in _batches(x, batch_size, dev):
         la, za = _weight_layers_and_inputs(model_a, xb)
         lb, zb = _weight_layers_and_inputs(model_b, xb)
         if acc is None:
-            acc = torch.zeros(len(la), 5, dtype=torch.float64)
+            acc = torch.zeros(len(la), 7, dtype=torch.float64)
+            perms = {(role, j): unit_permutation(z[j].shape[1], role, j + 1).to(dev)
+                     for role, z in (("a", za), ("b", zb)) for j in range(len(la))}
         for j in range(len(la)):
             aa, ab = _linear_part(la[j], za[j]).double(), _linear_part(la[j], zb[j]).double()
             bb, ba = _linear_part(lb[j], zb[j]).double(), _linear_part(lb[j], za[j]).double()
+            ap = _linear_part(la[j], za[j][:, perms["a", j]]).double()
+            bp = _linear_part(lb[j], zb[j][:, perms["b", j]]).double()
             acc[j, 0] += ab.pow(2).sum().cpu()
             acc[j, 1] += aa.pow(2).sum().cpu()
             acc[j, 2] += ba.pow(2).sum().cpu()
             acc[j, 3] += bb.pow(2).sum().cpu()
             acc[j, 4] += per_sample_cosine(ab + ba, aa + bb).sum().cpu()
+            acc[j, 5] += ap.pow(2).sum().cpu()
+            acc[j, 6] += bp.pow(2).sum().cpu()
         n += len(xb)
+
+    def ratio(num, den):
+        return float((num / den).sqrt()) if den > 0 else float("nan")
+
     rows = []
     for j in range(acc.shape[0]):
         s = acc[j]
-        rows.append({"layer": j + 1,
-                     "cross_ratio_a": float((s[0] / s[1]).sqrt()) if s[1] > 0 else float("nan"),
-                     "cross_ratio_b": float((s[2] / s[3]).sqrt()) if s[3] > 0 else float("nan"),
-                     "cross_cos": float(s[4] / n)})
+        rows.append({"layer": j + 1, "cross_ratio_a": ratio(s[0], s[1]), "cross_ratio_b": ratio(s[2], s[3]),
+                     "cross_cos": float(s[4] / n), "cross_ratio_permuted_a": ratio(s[5], s[1]),
+                     "cross_ratio_permuted_b": ratio(s[6], s[3])})
     return rows
 
 
@@ -326,12 +380,25 @@ def hidden_layer_weights(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
     raise NotImplementedError(f"no hidden-layer weight list for {type(model).__name__}")
 
 
+def random_rank_reference(shape: tuple, energy: float = DEFAULT_ENERGY, max_dim: int = 1024) -> dict:
+    """erank_rel and rank99_frac of a seeded standard Gaussian matrix of ``shape`` (out, in·k·k), scaled
+    down to at most ``max_dim`` rows and columns with the same aspect ratio."""
+    rows, cols = int(shape[0]), int(math.prod(shape[1:]))
+    scale = min(1.0, max_dim / max(rows, cols))
+    rows, cols = max(1, round(rows * scale)), max(1, round(cols * scale))
+    g = generator("mechanism-random-matrix", rows, cols)
+    st = rank_stats(torch.randn(rows, cols, generator=g, dtype=torch.float64), energy)
+    return {"erank_rel_random": st["erank_rel"], "rank99_frac_random": st["rank99_frac"]}
+
+
 def weight_rank_rows(model_a: nn.Module, model_b: nn.Module, energy: float = DEFAULT_ENERGY) -> list[dict]:
-    """Rows {layer, weight, rank99_{a,b}, rank99_frac_{a,b}, erank_{a,b}, erank_rel_{a,b}, min_dim}."""
+    """Rows {layer, weight, rank99_{a,b}, rank99_frac_{a,b}, erank_{a,b}, erank_rel_{a,b}, min_dim, and the
+    random-matrix references erank_rel_random, rank99_frac_random}."""
     rows = []
     for j, ((name, wa), (_, wb)) in enumerate(zip(hidden_layer_weights(model_a), hidden_layer_weights(model_b))):
         sa, sb = rank_stats(wa, energy), rank_stats(wb, energy)
-        row = {"layer": j + 1, "weight": name, "min_dim": sa["min_dim"]}
+        row = {"layer": j + 1, "weight": name, "min_dim": sa["min_dim"],
+               **random_rank_reference(tuple(wa.shape), energy)}
         for key in ("rank99", "rank99_frac", "erank", "erank_rel"):
             row[f"{key}_a"], row[f"{key}_b"] = sa[key], sb[key]
         rows.append(row)
@@ -396,7 +463,7 @@ def layer_metrics(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambd
         extra_lam = weak_additivity_rows(model_a, model_b, x, lambdas, batch_size)
     except NotImplementedError:
         extra_lam = [{"layer": r["layer"], "lam_paper": r["lam_paper"], "weak_additivity": float("nan"),
-                      "weak_additivity_lewc": float("nan"),
+                      "weak_additivity_shuffled": float("nan"), "weak_additivity_lewc": float("nan"),
                       "weak_additivity_gaussian": gaussian_weak_additivity(r["lam_paper"]),
                       "weak_additivity_lewc_gaussian": float("nan")} for r in rows]
     by_layer: dict[int, dict] = {}
@@ -410,7 +477,7 @@ def layer_metrics(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambd
     for r in neuron_activity_rows(model_a, model_b, x, active_threshold, batch_size):
         by_layer.setdefault(r["layer"], {}).update(r)
     lam_extra = {(r["layer"], r["lam_paper"]): r for r in extra_lam}
-    nan_cols = ("cross_ratio_a", "cross_ratio_b", "cross_cos")
+    nan_cols = ("cross_ratio_a", "cross_ratio_b", "cross_cos", "cross_ratio_permuted_a", "cross_ratio_permuted_b")
     out = []
     for r in rows:
         row = dict(r)
@@ -422,7 +489,23 @@ def layer_metrics(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambd
     return out
 
 
-__all__ = ["paper_interpolation", "per_sample_cosine", "lewc_rows", "gaussian_weak_additivity",
-           "weak_additivity_rows", "reciprocal_orthogonality_rows", "rank_stats", "hidden_layer_weights",
-           "weight_rank_rows", "second_moments", "active_units", "neuron_activity_rows", "layer_metrics",
-           "DEFAULT_ACTIVE_THRESHOLD", "DEFAULT_ENERGY"]
+__all__ = [
+    "DEFAULT_ACTIVE_THRESHOLD",
+    "DEFAULT_ENERGY",
+    "active_units",
+    "gaussian_weak_additivity",
+    "hidden_layer_weights",
+    "layer_metrics",
+    "lewc_rows",
+    "neuron_activity_rows",
+    "paper_interpolation",
+    "per_sample_cosine",
+    "random_rank_reference",
+    "rank_stats",
+    "reciprocal_orthogonality_rows",
+    "sample_permutation",
+    "second_moments",
+    "unit_permutation",
+    "weak_additivity_rows",
+    "weight_rank_rows",
+]

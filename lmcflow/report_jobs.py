@@ -17,7 +17,6 @@ from lmcflow.provenance import provenance
 from lmcflow.tables import (
     barrier_rows,
     concat_tables,
-    make_frame,
     read_table,
     write_table,
 )
@@ -60,23 +59,34 @@ def study_scale(points: list[Point]) -> dict:
     }
 
 
-def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str, runs_path: str) -> dict:
-    """The claim's verdict from its study's tables, with ``provenance`` (code, torch, the study's devices and
-    precisions from its runs table ``runs_path``) and ``tables_read`` (every table path it read, as given:
-    relative to the workflow's working directory) added for ``lmcflow verify``."""
-    tables = {kind: read_table(path, kind) for kind, path in table_paths.items()}
-    result = claims_mod.evaluate_claim(cid, ccfg, tables, study_scale(points))
-    result["provenance"] = provenance(read_table(runs_path, "runs"))
-    result["tables_read"] = sorted({str(p) for p in table_paths.values()} | {str(runs_path)})
+def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str, runs_paths) -> dict:
+    """The claim's verdict from its studies' tables. ``table_paths``: kind -> path, or kind -> [path per study]
+    for claims that read several studies. Adds ``provenance`` (code, torch, the studies' devices and precisions
+    from their runs tables ``runs_paths``) and ``tables_read`` (every table path it read, as given: relative to
+    the workflow's working directory) for ``lmcflow verify``."""
+    runs_paths = [runs_paths] if isinstance(runs_paths, str) else list(runs_paths)
+    tables = {kind: concat_tables([paths] if isinstance(paths, str) else list(paths), kind)
+              for kind, paths in table_paths.items()}
+    studies = claims_mod.claim_studies(ccfg)
+    scales = {s: study_scale([p for p in points if p.study == s]) for s in studies}
+    result = claims_mod.evaluate_claim(cid, ccfg, tables, scales[studies[0]], scales)
+    result["provenance"] = provenance(concat_tables(runs_paths, "runs"))
+    read = {str(p) for paths in table_paths.values() for p in ([paths] if isinstance(paths, str) else paths)}
+    result["tables_read"] = sorted(read | {str(p) for p in runs_paths})
     write_json(out_json, result)
-    log.info(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {result['statistic']:.4g} "
-        f"[{result['ci_low']:.4g}, {result['ci_high']:.4g}], n_pairs={result['n_pairs']})")
+
+    def num(v):
+        return "nan" if v is None else f"{v:.4g}"
+
+    log.info(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {num(result['statistic'])} "
+             f"[{num(result['ci_low'])}, {num(result['ci_high'])}], n_seeds={result['n_seeds']})"
+             + (f" reason: {result['reason']}" if result["reason"] else ""))
     return result
 
 
 def run_claims_table(json_paths: list, out: str) -> None:
     rows = [claims_mod.claim_row(json.loads(Path(p).read_text())) for p in json_paths]
-    write_table(out, "claims", make_frame("claims", rows))
+    write_table(out, "claims", rows)
 
 
 def run_provenance(runs_path: str, out_json: str, out_html: str) -> dict:

@@ -26,7 +26,8 @@ PAIR_COLUMNS = [("seed_a", "int64"), ("seed_b", "int64"), ("method", "string")]
 TABLES: dict[str, list[tuple[str, str]]] = {
     "runs": POINT_COLUMNS + [
         ("seed", "int64"), ("n_params", "int64"),
-        ("train_loss", "float64"), ("train_acc", "float64"), ("val_loss", "float64"),
+        ("train_loss", "float64"), ("train_acc", "float64"), ("train_loss_late_drop", "float64"),
+        ("val_loss", "float64"),
         ("val_acc", "float64"), ("test_loss", "float64"), ("test_acc", "float64"),
         ("wall_time_s", "float64"), ("train_seconds", "float64"), ("device", "string"),
         ("precision", "string"), ("checkpoint", "string"), ("checkpoint_sha256", "string"),
@@ -42,8 +43,10 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     ],
     "claims": [
         ("claim_id", "string"), ("paper", "string"), ("statement", "string"), ("study", "string"),
-        ("verdict", "string"), ("statistic_name", "string"), ("statistic", "float64"),
-        ("ci_low", "float64"), ("ci_high", "float64"), ("n_pairs", "int64"), ("scale", "string"),
+        ("verdict", "string"), ("reason", "string"), ("statistic_name", "string"), ("statistic", "float64"),
+        ("ci_low", "float64"), ("ci_high", "float64"), ("ci_method", "string"), ("n_seeds", "int64"),
+        ("n_pairs", "int64"), ("controls", "string"), ("paper_quantity", "string"), ("paper_value", "float64"),
+        ("paper_scale", "string"), ("our_value", "float64"), ("scale", "string"),
     ],
 }
 
@@ -168,7 +171,7 @@ TABLES.update({
         ("input_coherence", "float64"), ("fixed_fraction", "float64"), ("n_units", "int64"),
         ("swap_median", "float64"), ("swap_mean", "float64"), ("swap_q10", "float64"),
         ("swap_frac_negative", "float64"), ("self_cost_mean", "float64"), ("swap_median_relative", "float64"),
-        ("frac_unrealizable", "float64"),
+        ("swap_q10_relative", "float64"), ("swap_frac_cheap", "float64"), ("frac_unrealizable", "float64"),
     ],
     # heatmap data: T_ij of the leading analysis.heatmap_units units, one row per (seed, layer, i, j)
     "swap_matrix": IDENT_POINT_COLUMNS + [
@@ -229,13 +232,15 @@ TABLES.update({
     # λ-independent metrics (reciprocal orthogonality, ranks, activity) repeat on every λ of a layer.
     "layer_metrics": POINT_COLUMNS + PAIR_COLUMNS + [
         ("layer", "int64"), ("lam_paper", "float64"), ("lam_path", "float64"),
-        ("lewc_cos", "float64"), ("llfc_cos", "float64"),
-        ("weak_additivity", "float64"), ("weak_additivity_lewc", "float64"),
+        ("lewc_cos", "float64"), ("lewc_cos_shuffled", "float64"), ("llfc_cos", "float64"),
+        ("weak_additivity", "float64"), ("weak_additivity_shuffled", "float64"), ("weak_additivity_lewc", "float64"),
         ("weak_additivity_gaussian", "float64"), ("weak_additivity_lewc_gaussian", "float64"),
         ("cross_ratio_a", "float64"), ("cross_ratio_b", "float64"), ("cross_cos", "float64"),
+        ("cross_ratio_permuted_a", "float64"), ("cross_ratio_permuted_b", "float64"),
         ("weight_key", "string"), ("min_dim", "int64"),
         ("rank99_a", "int64"), ("rank99_b", "int64"), ("rank99_frac_a", "float64"), ("rank99_frac_b", "float64"),
         ("erank_a", "float64"), ("erank_b", "float64"), ("erank_rel_a", "float64"), ("erank_rel_b", "float64"),
+        ("erank_rel_random", "float64"), ("rank99_frac_random", "float64"),
         ("n_units", "int64"), ("n_active_a", "int64"), ("n_active_b", "int64"),
         ("frac_active_a", "float64"), ("frac_active_b", "float64"), ("active_jaccard", "float64"),
         ("m2_mean_a", "float64"), ("m2_mean_b", "float64"), ("m2_max_a", "float64"), ("m2_max_b", "float64"),

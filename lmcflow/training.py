@@ -201,10 +201,22 @@ def load_state(path, model, opt, g_data: torch.Generator) -> tuple[int, list]:
     return int(meta["epoch"]), list(meta["history"])
 
 
+def late_loss_drop(history: list[dict]) -> float:
+    """How much the per-epoch mean training loss still fell over the last fifth of training:
+    L[E − ⌈E/5⌉] − L[E] for E epochs (NaN with fewer than 2 epochs). A converged run has a small value
+    (the ``identifiability-tradeoff`` claim needs a converged standard network)."""
+    losses = [float(r["train_loss"]) for r in history]
+    if len(losses) < 2:
+        return math.nan
+    k = math.ceil(len(losses) / 5)
+    return losses[-1 - k] - losses[-1]
+
+
 # --------------------------------------------------------------------------- training loop
 def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
           state_path: str | os.PathLike | None = None) -> dict:
-    """Train ``model`` in place; returns the per-epoch history and timing.
+    """Train ``model`` in place; returns the per-epoch history and timing (``epochs: 0`` leaves the
+    seeded initialisation untouched: the untrained arm of the swap-cost study).
 
     ``cfg`` is the study point's ``train`` block. With ``state_path`` the loop
     saves a resumable state every ``checkpoint_every`` epochs and resumes from it

@@ -50,7 +50,7 @@ BAD = {
     "sweep of a non-setting": (lambda c: c["studies"]["width"]["sweep"].update({"train.colour": ["red"]}), ConfigError, "train.colour"),
     "unknown claim id": (lambda c: c["claims"].update({"free-lunch": {"study": "width"}}), ConfigError, "free-lunch"),
     "claim on undefined study": (lambda c: c["claims"].update({"width-merge-accuracy": {"study": "depth"}}), ConfigError, "depth"),
-    "too few seeds for a claim": (lambda c: c["studies"]["width"].update(seeds=[0, 1]), ConfigError, "seed pairs"),
+    "too few seeds for a claim": (lambda c: c["studies"]["width"].update(seeds=[0]), ConfigError, "seed pairs"),
     "even λ grid": (lambda c: c["defaults"]["merge"].update(lambdas=4), ConfigError, "merge.lambdas"),
     "duplicate seeds": (lambda c: c["studies"]["width"].update(seeds=[0, 0, 1]), ConfigError, "distinct"),
     # alignment and mechanism

@@ -98,6 +98,19 @@ def test_swap_costs_symmetric_zero_diagonal_and_zero_for_standard_layers():
     assert t_std.abs().max() < 1e-9
 
 
+def test_swap_summary_low_tail_relative_to_self_costs():
+    m = torch.tensor([[1.0, 3.0, 9.0], [3.0, 1.0, 1.5], [9.0, 1.5, 1.0]], dtype=torch.float64)
+    t = swap_costs(m)  # off-diagonal: T_01 = 4, T_02 = 16, T_12 = 1 (each twice)
+    out = swap_summary(t, m)
+    assert out["self_cost_mean"] == 1.0
+    assert out["swap_frac_cheap"] == 0.0  # no swap cheaper than realizing one neuron (1.0)
+    assert out["swap_q10_relative"] == pytest.approx(float(torch.quantile(torch.tensor([4., 4., 16., 16., 1., 1.],
+                                                                          dtype=torch.float64), 0.1)))
+    cheap = swap_summary(swap_costs(m * torch.tensor([[1.0, 0.1, 1.0], [0.1, 1.0, 1.0], [1.0, 1.0, 1.0]],
+                                                     dtype=torch.float64)), m)
+    assert cheap["swap_frac_cheap"] == pytest.approx(2 / 6)  # T_01 = 0.6 − 2 < 1
+
+
 def test_realization_cost_is_min_norm_of_trainable_weights():
     """M_ij equals the least ‖x‖² with Uᵀ(d_i⊙x) = a_j − v_i (checked with lstsq)."""
     g = torch.Generator().manual_seed(1)

@@ -1,5 +1,5 @@
-"""Identifiability jobs without Snakemake: per-point analyses on tiny trained models, the claims
-on constructed tables, and the training-subset datasets."""
+"""Identifiability jobs without Snakemake: per-point analyses on tiny trained models and the
+training-subset datasets (the claims: tests/test_claims_identifiability.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 import torch
 
-from lmcflow.claims import REGISTRY, evaluate_claim
 from lmcflow.config import Point
 from lmcflow.data import load_dataset, prepare_dataset, subset_indices
 from lmcflow.io import save_tensors
@@ -50,6 +49,28 @@ def gs_data(tmp_path_factory):
 
 MLP = {"arch": "mlp", "width": 1.0, "depth": 2, "base_width": 12, "bias": True, "norm": "layernorm",
        "activation": "gelu", "symmetry": {"kind": "w_asymmetric", "sigma_f": 1.0, "n_fixed": 0.25}}
+
+
+def test_untrained_arm_saves_the_seeded_init(gs_data, tmp_path):
+    """train.epochs: 0 (the paper's untrained swap-cost arm): the checkpoint is the seeded initialisation and
+    the run row describes it; swap costs run on it like on any model."""
+    from lmcflow.data import load_dataset
+    from lmcflow.io import load_tensors
+    from lmcflow.jobs import init_model, model_spec_for
+
+    point = _point("u", MLP, {"swap_costs": True, "n_samples": 200, "heatmap_units": 4})
+    point.train["epochs"] = 0
+    ckpts, rows = _train_all(point, gs_data, tmp_path)
+    init = init_model(model_spec_for(point, load_dataset(gs_data)), 0).state_dict()
+    saved, meta = load_tensors(ckpts[0])
+    assert all(torch.equal(saved[k], init[k]) for k in init) and meta["history"] == []
+    row = read_table(rows[0], "runs").iloc[0]
+    assert row.epochs == 0 and np.isnan(row.train_loss_late_drop) and row.train_seconds < 1.0
+    assert 0.0 <= row.train_acc <= 1.0 and np.isfinite(row.test_loss)
+    run_swap_costs(point, ckpts, rows, str(gs_data), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
+                   device="cpu")
+    swap = read_table(tmp_path / "s.parquet", "swap_costs")
+    assert (swap.epochs == 0).all() and swap.swap_q10_relative.notna().all()
 
 
 def test_identifiability_point_mlp(gs_data, tmp_path):
@@ -155,87 +176,6 @@ def test_fashion_mnist_subset_shares_val_and_test(tmp_path):
     assert d.meta["base"] == "fashion_mnist" and abs(float(d.x["train"].mean())) < 1e-4
 
 
-# --------------------------------------------------------------------------- claims on constructed tables
-def _base_rows(n, **over):
-    row = {c: (0 if t in ("int64", "float64") else "") for c, t in IDENT_POINT_COLUMNS}
-    row.update(study="s", symmetry="w_asymmetric", **over)
-    return [dict(row) for _ in range(n)]
-
-
-PAIRS = [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3)]
-
-
-def _claim(cid, tables, **params):
-    res = evaluate_claim(cid, {"study": "s", **params}, tables, {})
-    assert res["verdict"] in {"supported", "not_supported", "inconclusive"}
-    return res
-
-
-def test_sigma_f_identity_claim():
-    rows = []
-    for k, (a, b) in enumerate(PAIRS):
-        for sigma, norm in ((0.0, 0.02 * (k % 3)), (1.0, 0.97 + 0.005 * k)):
-            for layer in (0, 1):
-                rows.append({**_base_rows(1, sigma_f=sigma)[0], "seed_a": a, "seed_b": b, "layer": layer,
-                             "optimal": 0.9, "identity": norm * 0.9, "random_mean": 0.0,
-                             "identity_normalized": norm})
-    df = pd.DataFrame(rows)
-    res = _claim("sigma-f-identity", {"identifiability": df})
-    assert res["verdict"] == "supported" and res["n_pairs"] == 6
-    assert _claim("sigma-f-identity", {"identifiability": df}, min_normalized_at_max=0.999)["verdict"] == "not_supported"
-
-
-def test_sigma_f_unaligned_barrier_claim():
-    rows = []
-    for k, (a, b) in enumerate(PAIRS):
-        for sigma, un, al in ((0.0, 0.4 + 0.01 * k, 0.05), (1.0, 0.01, 0.0)):
-            for method, v in (("identity", un), ("activation_matching", al)):
-                rows.append({**_base_rows(1, sigma_f=sigma)[0], "seed_a": a, "seed_b": b, "method": method,
-                             "split": "test", "error_barrier_entezari": v})
-    res = _claim("sigma-f-unaligned-barrier", {"identifiability_lmc": pd.DataFrame(rows)})
-    assert res["verdict"] == "supported" and res["statistic"] > 0.3
-    assert res["details"]["remaining_gap_ratio"] < 0.1
-
-
-def test_intrinsic_dimension_claim():
-    rows = []
-    rng = np.random.default_rng(0)
-    for seed in range(4):
-        for k in (2, 8, 32):
-            for sigma in (0.0, 1.0):
-                med = 0.5 * k if sigma else 1e-4 * rng.standard_normal()
-                rows.append({**_base_rows(1, sigma_f=sigma, data_k=k)[0], "seed": seed, "layer": "layers.0",
-                             "swap_median": med, "swap_median_relative": med / 10,
-                             "swap_frac_negative": 0.0 if sigma else 0.45})
-    res = _claim("intrinsic-dimension", {"swap_costs": pd.DataFrame(rows)})
-    assert res["verdict"] == "supported" and res["n_pairs"] == 4
-    assert res["details"]["k"] == [2, 8, 32]
-
-
-def test_subspace_coherence_claim():
-    rows = []
-    for k, (a, b) in enumerate(PAIRS):
-        for nu in (0.1, 0.2, 0.5, 1.0):
-            rows.append({**_base_rows(1)[0], "seed_a": a, "seed_b": b, "method": "identity", "split": "test",
-                         "nu": nu, "regression_midpoint_barrier": 0.3 * (1 - nu) + 0.01 * k})
-    res = _claim("subspace-coherence", {"coherence": pd.DataFrame(rows)})
-    assert res["verdict"] == "supported"
-    flipped = pd.DataFrame(rows).assign(regression_midpoint_barrier=lambda d: 0.3 * d.nu)
-    assert _claim("subspace-coherence", {"coherence": flipped})["verdict"] == "not_supported"
-
-
-def test_identifiability_tradeoff_claim():
-    rows = []
-    for seed in range(3):
-        rows.append({"symmetry": "standard", "sigma_f": 3.0, "seed": seed, "test_acc": 0.85 + 0.01 * seed})
-        rows.append({"symmetry": "w_asymmetric", "sigma_f": 3.0, "seed": seed, "test_acc": 0.7 + 0.01 * seed})
-    res = _claim("identifiability-tradeoff", {"runs": pd.DataFrame(rows)})
-    assert res["verdict"] == "supported" and abs(res["statistic"] - 0.15) < 1e-9 and res["n_pairs"] == 3
-
-
 def test_new_tables_lead_with_point_columns():
     for kind in ("identifiability", "identifiability_lmc", "swap_costs", "swap_matrix", "coherence"):
         assert TABLES[kind][:len(IDENT_POINT_COLUMNS)] == IDENT_POINT_COLUMNS
-    for cid in ("sigma-f-identity", "sigma-f-unaligned-barrier", "intrinsic-dimension", "subspace-coherence",
-                "identifiability-tradeoff"):
-        assert REGISTRY[cid].paper.startswith("Bürgin")

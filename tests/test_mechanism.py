@@ -15,6 +15,7 @@ from lmcflow.mechanism import (
     neuron_activity_rows,
     paper_interpolation,
     per_sample_cosine,
+    random_rank_reference,
     rank_stats,
     reciprocal_orthogonality_rows,
     weak_additivity_rows,
@@ -117,6 +118,35 @@ def test_weak_additivity_exact_on_disjoint_pair():
         assert r["weak_additivity_lewc"] == pytest.approx(1.0, abs=1e-9)
 
 
+def test_same_run_nulls_break_what_real_pairing_gives():
+    """A model against itself: every real-pairing metric is exact, every null is not."""
+    a, _ = disjoint_pair()
+    x = x_gauss(400)
+    lewc = {r["layer"]: r for r in lewc_rows(a, a, x, [0.25])}
+    for r in lewc.values():
+        assert r["lewc_cos"] == pytest.approx(1.0, abs=1e-9) and r["lewc_cos_shuffled"] < 0.95
+    for r in weak_additivity_rows(a, a, x, [0.5]):
+        assert r["weak_additivity"] == pytest.approx(1.0, abs=1e-9) and r["weak_additivity_shuffled"] < 0.99
+    # A's hidden weights read only its own 8 of 16 units, through an orthogonal block (gain 1): a permuted
+    # copy of its own features puts about half of their energy on the 8 units the weights ignore
+    with torch.no_grad():
+        for layer in a.layers[1:]:
+            q = torch.linalg.qr(layer.weight[:HALF, :HALF])[0]
+            layer.weight.zero_()
+            layer.weight[:HALF, :HALF] = q
+    ro = {r["layer"]: r for r in reciprocal_orthogonality_rows(a, a, x)}
+    for layer in range(2, DEPTH + 1):
+        assert ro[layer]["cross_ratio_a"] == pytest.approx(1.0)
+        assert 0.3 < ro[layer]["cross_ratio_permuted_a"] < 0.9, ro[layer]
+
+
+def test_random_rank_reference_is_the_unstructured_level():
+    square = random_rank_reference((256, 256))
+    assert 0.79 < square["erank_rel_random"] < 0.82  # Marchenko–Pastur, aspect ratio 1
+    assert random_rank_reference((64, 784))["erank_rel_random"] > 0.95  # a wide matrix is nearly isotropic
+    assert random_rank_reference((4096, 4096)) == random_rank_reference((1024, 1024))  # scaled down
+
+
 def test_gaussian_weak_additivity_reference():
     ref = gaussian_weak_additivity(0.5)
     assert ref == pytest.approx((0.75 + 1 / math.pi) / math.sqrt(1 + 1 / math.pi), abs=1e-12)
@@ -204,8 +234,9 @@ def test_layer_metrics_rows_for_every_architecture():
     a, b = disjoint_pair()
     rows = layer_metrics(a, b, x_gauss(), [0.0, 0.5, 1.0])
     assert len(rows) == DEPTH * 3
-    assert {"layer", "lam_paper", "lam_path", "lewc_cos", "llfc_cos", "weak_additivity", "cross_ratio_a",
-            "rank99_frac_a", "erank_rel_b", "active_jaccard"} <= set(rows[0])
+    assert {"layer", "lam_paper", "lam_path", "lewc_cos", "lewc_cos_shuffled", "llfc_cos", "weak_additivity",
+            "weak_additivity_shuffled", "cross_ratio_a", "cross_ratio_permuted_a", "rank99_frac_a", "erank_rel_b",
+            "erank_rel_random", "active_jaccard"} <= set(rows[0])
     assert "lam" not in rows[0]
     for arch, shape in (("vgg11", (3, 16, 16)), ("resnet20", (3, 8, 8))):
         torch.manual_seed(0)
@@ -221,4 +252,4 @@ def test_layer_metrics_rows_for_every_architecture():
         if arch == "vgg11":
             assert all(0 <= r["cross_ratio_a"] for r in rows)
         else:
-            assert all(math.isnan(r["cross_ratio_a"]) for r in rows)
+            assert all(math.isnan(r["cross_ratio_a"]) and math.isnan(r["cross_ratio_permuted_b"]) for r in rows)

@@ -1,11 +1,12 @@
 import logging
+import math
 
 import pytest
 import torch
 
 from lmcflow.jobs import init_model
 from lmcflow.models import ModelSpec
-from lmcflow.training import DivergenceError, lr_at, train
+from lmcflow.training import DivergenceError, late_loss_drop, lr_at, train
 
 CFG = dict(optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=1e-3, epochs=3, batch_size=64,
            schedule="cosine", warmup_epochs=0, augment="none", precision="fp32", checkpoint_every=1)
@@ -27,6 +28,20 @@ def test_same_seed_gives_identical_weights(small_data):
     other = init_model(SPEC, seed=8)
     train(other, small_data, CFG, seed=8, device=CPU)
     assert not torch.equal(runs[0]["layers.0.weight"], other.state_dict()["layers.0.weight"])
+
+
+def test_zero_epochs_leave_the_seeded_init(small_data):
+    m = init_model(SPEC, seed=4)
+    before = _weights(m)
+    info = train(m, small_data, {**CFG, "epochs": 0}, seed=4, device=CPU)
+    assert info["history"] == [] and all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+
+
+def test_late_loss_drop_reads_the_last_fifth_of_training():
+    hist = [{"train_loss": v} for v in (2.0, 1.0, 0.6, 0.5, 0.45, 0.42, 0.4, 0.39, 0.385, 0.38)]
+    assert late_loss_drop(hist) == pytest.approx(0.39 - 0.38 + 0.385 - 0.385 + 0.0)  # L[8] − L[10]: ⌈10/5⌉ = 2
+    assert late_loss_drop(hist[:5]) == pytest.approx(0.5 - 0.45)  # ⌈5/5⌉ = 1
+    assert math.isnan(late_loss_drop(hist[:1])) and math.isnan(late_loss_drop([]))
 
 
 def test_training_learns(small_data):
@@ -101,3 +116,20 @@ def test_crop_flip_augmentation_is_seeded_and_shape_preserving():
     for i in range(2):
         windows = [xp[i, :, dy:dy + 8, dx:dx + 8] for dy in range(5) for dx in range(5)]
         assert any(torch.equal(a[i], w) or torch.equal(a[i], w.flip(2)) for w in windows)
+
+
+def test_default_config_trains_in_fp32_whatever_the_cpu(monkeypatch):
+    """Verdicts must not depend on the machine: the CPU default pins fp32 even where bf16 would be fast."""
+    from pathlib import Path
+
+    import yaml
+
+    from lmcflow import training
+    from lmcflow.config import expand_points
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/config.yaml").read_text())
+    choices = {p.train.get("precision", "auto") for p in expand_points(cfg).values()}
+    for fast_bf16 in (False, True):
+        monkeypatch.setattr(training, "cpu_has_fast_bf16", lambda fast=fast_bf16: fast)
+        assert {training.resolve_precision(c, CPU) for c in choices} == {"fp32"}
+    assert training.resolve_precision("auto", CPU) == "bf16"  # the last patch says "fast": auto would differ

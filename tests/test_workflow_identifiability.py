@@ -59,7 +59,7 @@ def test_identifiability_tables(run):
     assert (piv.identity - piv.activation_matching).abs().max() < 1e-4
     swap = table(run, "swap_costs")
     assert len(swap) == 4 * 3 * 2 and set(swap.layer) == {"layers.0", "layers.1"}
-    assert swap.swap_frac_negative.between(0, 1).all()
+    assert swap.swap_frac_negative.between(0, 1).all() and swap.swap_frac_cheap.between(0, 1).all()
     mat = table(run, "swap_matrix")
     assert len(mat) == 4 * 3 * 2 * 8 * 8
     coh = table(run, "coherence")
@@ -73,10 +73,12 @@ def test_identifiability_tables(run):
 def test_claims_and_figures(run):
     for cid in CLAIMS:
         res = json.loads((run / f"results/claims/{cid}.json").read_text())
-        assert res["verdict"] in {"supported", "not_supported", "inconclusive"}, cid
-        assert res["n_pairs"] == 3, cid
-        assert res["ci_low"] <= res["statistic"] <= res["ci_high"], cid
+        # 3 seeds: statistics computed, no interval, so no verdict (a verdict needs ≥ 4 seeds)
+        assert res["verdict"] == "inconclusive" and res["reason"].startswith("too few seeds (3 < 4)"), cid
+        assert res["n_seeds"] == 3 and res["statistic"] is not None and res["ci_low"] is None, cid
         assert res["paper"].startswith("Bürgin"), cid
+    intrinsic = json.loads((run / "results/claims/intrinsic-dimension.json").read_text())
+    assert intrinsic["details"]["arm"] == "trained 2 epochs" and intrinsic["details"]["k"] == [2, 8]
     claims = pd.read_parquet(run / "results/tables/claims.parquet")
     assert sorted(claims.claim_id) == sorted(CLAIMS)
     figs = {"sym": ["objective_vs_sigma_f", "barrier_vs_sigma_f", "swap_cost_heatmaps", "swap_cost_vs_k"],

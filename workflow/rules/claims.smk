@@ -5,11 +5,11 @@ localrules:
 
 
 rule claim:
-    """A claim verdict computed from its study's tables."""
+    """A claim verdict computed from its study's tables (seed-level jackknife CI, lmcflow.claims.stats)."""
     input:
         unpack(claim_study_tables),
-        # device and precision of the study's models, for the claim's provenance
-        provenance_runs=lambda wc: study_table(CLAIM_CFG[wc.claim]["study"], "runs"),
+        # device and precision of the studies' models, for the claim's provenance
+        provenance_runs=lambda wc: [study_table(s, "runs") for s in claim_studies(CLAIM_CFG[wc.claim])],
     output:
         report(f"{RESULTS}/claims/{{claim}}.json", caption="../report/claim.rst", category="claims"),
     log:
@@ -19,10 +19,7 @@ rule claim:
     params:
         claim=lambda wc: wc.claim,
         claim_cfg=lambda wc: CLAIM_CFG[wc.claim],
-        points=lambda wc: [
-            p.job_dict("model", "train") | {"seeds": p.seeds}
-            for p in study_points(POINTS, CLAIM_CFG[wc.claim]["study"])
-        ],
+        points=claim_points,
     script:
         "../scripts/claim.py"
 

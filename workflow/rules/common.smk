@@ -15,7 +15,7 @@ os.environ.update(
 )
 
 from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config, study_points, swept_values
-from lmcflow.claims import REGISTRY as CLAIMS
+from lmcflow.claims import REGISTRY as CLAIMS, claim_studies
 from lmcflow.data import dataset_names
 from lmcflow.models import ARCHITECTURES
 from lmcflow.validation import validate_points
@@ -193,9 +193,18 @@ def report_front_page():
 
 
 def claim_study_tables(wc):
-    claim = CLAIMS[wc.claim]
-    study = CLAIM_CFG[wc.claim]["study"]
-    return {kind: study_table(study, kind) for kind in claim.tables}
+    """The tables a claim reads, per kind one file per study it reads (Table-1 claims may read several)."""
+    studies = claim_studies(CLAIM_CFG[wc.claim])
+    return {kind: [study_table(s, kind) for s in studies] for kind in CLAIMS[wc.claim].tables}
+
+
+def claim_points(wc):
+    """What a claim job needs of its studies' points (their scale), and nothing that never changes a verdict."""
+    return [
+        p.job_dict("model", "train") | {"seeds": p.seeds}
+        for s in claim_studies(CLAIM_CFG[wc.claim])
+        for p in study_points(POINTS, s)
+    ]
 
 
 def all_targets():

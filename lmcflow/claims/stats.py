@@ -1,0 +1,163 @@
+r"""Seed-level inference for claim statistics.
+
+The unit of resampling is the trained model, named by its seed. Claims read two kinds of tables:
+
+* per-model tables (``runs``, ``swap_costs``; a model's weight ranks): one value per seed;
+* per-pair tables (``barriers``, ``layer_metrics``, ``identifiability``, …): one value h(i, j) for every
+  pair of seeds i < j. All pairs share models — each seed is in n − 1 of them — so the mean over pairs is
+  a U-statistic of order 2 (Hoeffding 1948), and a bootstrap or t-interval over pairs treats dependent
+  values as independent: with per-seed effects (one model that merges badly with every other) it
+  understates the uncertainty by a factor that grows with n (see /tests/test_claim_statistics.py).
+
+A claim statistic T is a smooth function g of the means (over the seeds, or over the pairs among the
+seeds) of a few per-model or per-pair quantities: a value at the widest width, a difference of two arms,
+a ratio of pooled means, a least-squares slope of the per-grid-value means. Its confidence interval is
+the **delete-one-seed jackknife** (Quenouille 1956; Tukey 1958) with a t quantile on n − 1 degrees of
+freedom:
+
+    T_(k)  = g(means over the seeds S \ {k}, or over the pairs among them)      k = 1 … n
+    se²    = (n − 1)/n · Σ_k (T_(k) − mean_k T_(k))²
+    CI     = T ± t_{n−1, 0.975} · se
+
+Dropping seed k drops every pair that contains it, so the jackknife resamples models, not pairs; for
+U-statistics and smooth functions of them the jackknife variance is consistent (Arvesen 1969, "Jackknifing
+U-statistics", Ann. Math. Statist. 40:2076–2100) and, by the Efron–Stein inequality, biased upwards in
+finite samples (a conservative interval). With fewer than ``MIN_SEEDS`` seeds no interval is given: a
+claim is then ``inconclusive`` with the reason "too few seeds". The simulation in
+tests/test_claim_statistics.py checks the coverage at 5 and 8 seeds (per-seed random effects plus pair
+noise, known truth).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_SEEDS = 4
+LEVEL = 0.95
+CI_METHOD = "delete-one-seed jackknife, t quantile on n_seeds - 1 df (Arvesen 1969)"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Values indexed by seed (``unit == "seed"``: shape (n, *cells)) or by seed pair (``unit == "pair"``:
+    shape (n, n, *cells), symmetric, NaN on the diagonal and where a pair has no value)."""
+
+    seeds: tuple
+    values: np.ndarray
+    unit: str
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def n_pairs(self) -> int:
+        if self.unit != "pair":
+            return 0
+        iu = np.triu_indices(self.n_seeds, 1)
+        flat = self.values[iu].reshape(len(iu[0]), -1)
+        return int(np.sum(~np.all(np.isnan(flat), axis=1)))
+
+    def means(self, keep: np.ndarray | None = None) -> np.ndarray:
+        """Mean over the seeds in ``keep`` (default: all), or over the pairs among them; cells without a
+        value in any of them are NaN."""
+        idx = np.arange(self.n_seeds) if keep is None else np.asarray(keep)
+        if self.unit == "seed":
+            rows = self.values[idx]
+        else:
+            sub = self.values[np.ix_(idx, idx)]
+            rows = sub[np.triu_indices(len(idx), 1)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=RuntimeWarning)  # all-NaN cells stay NaN
+            return np.nanmean(rows, axis=0)
+
+    def restrict(self, seeds) -> Sample:
+        """The same values for a subset of the seeds (in the given order)."""
+        pos = [self.seeds.index(s) for s in seeds]
+        vals = self.values[pos] if self.unit == "seed" else self.values[np.ix_(pos, pos)]
+        return Sample(tuple(seeds), vals, self.unit)
+
+
+def common_seeds(*samples: Sample) -> list[Sample]:
+    """The samples restricted to the seeds they all have (a statistic that mixes tables needs one set)."""
+    seeds = [s for s in samples[0].seeds if all(s in o.seeds for o in samples[1:])]
+    return [o.restrict(seeds) for o in samples]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    ci_low: float
+    ci_high: float
+    n_seeds: int
+
+    def has_ci(self) -> bool:
+        return math.isfinite(self.ci_low) and math.isfinite(self.ci_high)
+
+    def as_dict(self) -> dict:
+        return {"statistic": _num(self.value), "ci_low": _num(self.ci_low), "ci_high": _num(self.ci_high)}
+
+
+def _num(v: float):
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def t_quantile(level: float, df: int) -> float:
+    # scipy.stats is imported here, not at the top: it costs ~0.3 s and only claim jobs need it
+    from scipy.stats import t
+
+    return float(t.ppf((1 + level) / 2, df))
+
+
+def estimate(fn, *samples: Sample, level: float = LEVEL) -> Estimate:
+    """T = fn(means of each sample) and its delete-one-seed jackknife interval (NaN below MIN_SEEDS seeds).
+
+    All samples must be indexed by the same seeds (``common_seeds``)."""
+    seeds = samples[0].seeds
+    if any(s.seeds != seeds for s in samples):
+        raise ValueError("estimate: samples are indexed by different seeds; align them with common_seeds")
+    value = float(fn(*[s.means() for s in samples]))
+    n = len(seeds)
+    if n < MIN_SEEDS or not math.isfinite(value):
+        return Estimate(value, math.nan, math.nan, n)
+    everyone = np.arange(n)
+    loo = np.array([float(fn(*[s.means(np.delete(everyone, k)) for s in samples])) for k in range(n)])
+    if not np.all(np.isfinite(loo)):
+        return Estimate(value, math.nan, math.nan, n)
+    se = math.sqrt((n - 1) / n * float(np.sum((loo - loo.mean()) ** 2)))
+    half = t_quantile(level, n - 1) * se
+    return Estimate(value, value - half, value + half, n)
+
+
+# --------------------------------------------------------------------------- trends over a grid
+def trend_axis(values) -> tuple[np.ndarray, str]:
+    """x coordinates of a grid for a trend: log2 of the values when all are positive (widths, k, ν),
+    else the grid rank 0, 1, 2, … (σ_F grids contain 0)."""
+    v = np.asarray(values, dtype=float)
+    if np.all(v > 0):
+        return np.log2(v), "log2"
+    return np.argsort(np.argsort(v)).astype(float), "rank"
+
+
+def slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares slope of y on x (NaN when y has a NaN or x is constant)."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    xc = x - x.mean()
+    den = float(xc @ xc)
+    if den == 0 or not np.all(np.isfinite(y)):
+        return math.nan
+    return float(xc @ (y - y.mean()) / den)
+
+
+def spearman(x, y) -> float:
+    """Spearman rank correlation of two short sequences (ties averaged); NaN if either is constant."""
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0 or not np.all(np.isfinite(y)):
+        return math.nan
+    return float(spearmanr(x, y).statistic)

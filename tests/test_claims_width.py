@@ -1,0 +1,153 @@
+"""Width-paper claims: arms and definitions they read, Table 1 beside ours, several Table-1 studies at once,
+and (on small real models, through lmcflow's own mechanism code) unrelated networks fail the mechanism
+claims that real pairs pass."""
+import itertools
+
+import pytest
+import torch
+
+from tests.claim_tables import (
+    DEFAULT_WD,
+    WEAK_WD,
+    WIDTHS,
+    Noise,
+    pair_rows,
+    table,
+    verdict,
+)
+from tests.test_claim_power import lewc as lewc_tables
+from tests.test_claim_power import weight_matching_no_gain as wm_tables
+
+
+def test_mechanism_claims_read_only_their_weight_decay_arm():
+    good = lewc_tables(True)["layer_metrics"]
+    weak = lewc_tables(False)["layer_metrics"].assign(weight_decay=WEAK_WD)
+    both = {"layer_metrics": table("layer_metrics", good.to_dict("records") + weak.to_dict("records"))}
+    res = verdict("lewc", both)
+    assert res["verdict"] == "supported" and res["statistic"] == pytest.approx(0.98, abs=0.01)
+    assert verdict("lewc", both, weight_decay=WEAK_WD)["verdict"] == "not_supported"
+
+
+def test_width_merge_accuracy_reads_the_midpoint_and_reports_the_other_definitions():
+    curve = {"midpoint": (0.2, 0.05, 0.005), "entezari": (0.3, 0.1, 0.04), "max_minus_mean": (0.25, 0.08, 0.03)}
+    rows = pair_rows({"width": WIDTHS, "definition": list(curve)},
+                     lambda width, definition: {"value": curve[definition][WIDTHS.index(width)]},
+                     Noise(0.001, 0.001), metric="error")
+    res = verdict("width-merge-accuracy", {"barriers": table("barriers", rows)})
+    assert res["verdict"] == "supported" and res["statistic"] == pytest.approx(0.005, abs=0.003)
+    assert res["reported"]["barrier_widest_entezari"]["statistic"] == pytest.approx(0.04, abs=0.003)
+    assert verdict("width-merge-accuracy", {"barriers": table("barriers", rows)},
+                   definition="entezari")["verdict"] == "not_supported"  # 4% > 2%
+    assert res["details"]["mean_barrier_by_width"]["midpoint"] == pytest.approx([0.2, 0.05, 0.005], abs=0.003)
+    paper = {p["scale"]: p for p in res["paper_values"]}
+    assert paper["MLP, 16x width, MNIST"]["value"] == 0.0052
+    assert paper["MLP, 16x width, MNIST"]["ours"]["name"] == "barrier_widest"
+
+
+def test_weight_matching_no_gain_reads_every_table1_study():
+    """The Table-1 claims may read several studies: each is decided, then the verdicts are combined."""
+    helps = wm_tables(False)["barriers"].assign(study="mlp", arch="mlp")   # removes the whole barrier
+    hurts = wm_tables(True)["barriers"].assign(study="vgg", arch="vgg11")
+    tables = {"barriers": table("barriers", helps.to_dict("records") + hurts.to_dict("records"))}
+    from lmcflow.claims import evaluate_claim
+
+    scales = {"mlp": {"arch": ["mlp"]}, "vgg": {"arch": ["vgg11"]}}
+    res = evaluate_claim("weight-matching-no-gain", {"study": ["vgg", "mlp"]}, tables, scales["vgg"], scales)
+    assert res["studies"] == ["vgg", "mlp"] and res["verdict"] == "not_supported"  # combined, not the first's
+    assert res["by_study"]["mlp"]["verdict"] == "not_supported" and res["by_study"]["vgg"]["verdict"] == "supported"
+    mlp_paper = [p for p in res["by_study"]["mlp"]["paper"] if p["fits_our_study"]]
+    assert [p["scale"] for p in mlp_paper] == ["MLP, 16x width, MNIST"]
+    assert mlp_paper[0]["value"] == pytest.approx(0.0055)
+    single = evaluate_claim("weight-matching-no-gain", {"study": "vgg"}, {"barriers": table("barriers", hurts.to_dict(
+        "records"))}, scales["vgg"])
+    assert single["verdict"] == "supported" and "by_study" not in single
+
+
+def test_low_rank_counts_the_less_low_rank_model_of_a_pair():
+    """A pair is as low-rank as its less low-rank model: a full-rank B hides A's low rank."""
+    def rows(b_rank):
+        return pair_rows({"width": WIDTHS, "weight_decay": [DEFAULT_WD, WEAK_WD], "layer": [2], "lam_paper": [0.5]},
+                         lambda width, weight_decay, **_: {
+                             "erank_rel_a": {DEFAULT_WD: 0.3, WEAK_WD: 0.5}[weight_decay] - 0.05 * WIDTHS.index(width),
+                             "erank_rel_b": b_rank, "rank99_frac_a": 0.5, "rank99_frac_b": 0.5,
+                             "erank_rel_random": 0.8}, Noise(0.001, 0.001))
+    assert verdict("low-rank", {"layer_metrics": table("layer_metrics", rows(0.0))})["verdict"] == "supported"
+    assert verdict("low-rank", {"layer_metrics": table("layer_metrics", rows(0.8))})["verdict"] != "supported"
+
+
+# --------------------------------------------------------------------------- unrelated networks must fail
+N_SEEDS = 4
+MECH_WIDTHS = (0.25, 1.0)
+MECHANISM_CLAIMS = ("lewc", "weak-additivity", "reciprocal-orthogonality", "low-rank")
+
+
+@pytest.fixture(scope="module")
+def pair_tables(fmnist_path):
+    """layer_metrics of real pairs (A_i, B_j), and of null pairs whose B is untrained or trained on shuffled
+    labels, for 4 seeds × 2 widths × 2 weight-decay arms (small MLPs on 1,500 Fashion-MNIST images)."""
+    from lmcflow.data import Dataset, load_dataset
+    from lmcflow.jobs import init_model
+    from lmcflow.mechanism import layer_metrics
+    from lmcflow.models import ModelSpec
+    from lmcflow.seeding import generator
+    from lmcflow.training import train
+
+    full = load_dataset(fmnist_path)
+    x, y = full.x["train"][:1500], full.y["train"][:1500]
+    shuffled_y = y[torch.randperm(len(y), generator=generator("test-shuffled-labels"))]
+
+    def data(labels):
+        return Dataset({"train": x, "val": full.x["val"][:10], "test": full.x["test"][:10]},
+                       {"train": labels, "val": full.y["val"][:10], "test": full.y["test"][:10]}, full.meta)
+
+    x_mech = full.x["test"][:300]
+    cpu = torch.device("cpu")
+
+    def model(width, wd, seed, labels=None, untrained=False):
+        spec = ModelSpec(arch="mlp", in_shape=(1, 28, 28), num_classes=10, width=width, depth=2, base_width=128)
+        m = init_model(spec, seed)
+        if not untrained:
+            cfg = {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": wd, "epochs": 6,
+                   "batch_size": 128, "schedule": "cosine", "precision": "fp32"}
+            train(m, data(y if labels is None else labels), cfg, seed, cpu)
+        return m
+
+    rows = {"real": [], "untrained": [], "shuffled labels": []}
+    for width, wd in itertools.product(MECH_WIDTHS, (DEFAULT_WD, WEAK_WD)):
+        real = [model(width, wd, s) for s in range(N_SEEDS)]
+        nulls = {"untrained": [model(width, wd, 100 + s, untrained=True) for s in range(N_SEEDS)],
+                 "shuffled labels": [model(width, wd, 200 + s, labels=shuffled_y) for s in range(N_SEEDS)]}
+        for a, b in itertools.combinations(range(N_SEEDS), 2):
+            for kind, model_b in (("real", real[b]), *((k, v[b]) for k, v in nulls.items())):
+                for r in layer_metrics(real[a], model_b, x_mech, [0.25, 0.5, 0.75]):
+                    r["weight_key"] = r.pop("weight")
+                    rows[kind].append({**r, "width": width, "weight_decay": wd, "seed_a": a, "seed_b": b})
+    return {kind: {"layer_metrics": table("layer_metrics", r)} for kind, r in rows.items()}
+
+
+def _real_better(real: dict, null_test: dict) -> bool:
+    """The real pairs pass ``null_test`` or are strictly better on its statistic."""
+    r = {t["name"]: t for t in real["criteria"]}[null_test["name"]]
+    sign = 1 if null_test["side"] == ">" else -1
+    return r["verdict"] == "supported" or sign * (r["statistic"] - null_test["statistic"]) > 0
+
+
+@pytest.mark.fmnist
+@pytest.mark.parametrize("cid", MECHANISM_CLAIMS)
+def test_unrelated_networks_fail_the_mechanism_claims(pair_tables, cid):
+    """At this scale (1,500 images, ≤ 128 units) the real pairs are not supported either (LEWC: its trend over
+    two widths is not resolved; reciprocal orthogonality: cross ratio 0.6 > 0.5; low rank: the rank rises with
+    width): then the null pairs must be strictly worse on a test they fail. Weak additivity is the exception:
+    no pair, real or null, beats the shuffled-pairing baseline here (measured gains −0.008, −0.0005, +0.0004),
+    so only 'the null pairs are not supported' is asserted for it."""
+    real = verdict(cid, pair_tables["real"])
+    for kind in ("untrained", "shuffled labels"):
+        null = verdict(cid, pair_tables[kind])
+        assert null["verdict"] != "supported", (cid, kind, null["criteria"])
+        if real["verdict"] != "supported" and cid != "weak-additivity":
+            # at this tiny scale the real pairs do not pass either: then some test the null fails must be
+            # one the real pairs pass, or the real pairs must be strictly better on it
+            failing = [t for t in null["criteria"] if t["verdict"] != "supported"]
+            assert any(_real_better(real, t) for t in failing), (cid, kind, real["criteria"], null["criteria"])
+
+
