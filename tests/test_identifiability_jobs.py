@@ -60,14 +60,14 @@ def test_untrained_arm_saves_the_seeded_init(gs_data, tmp_path):
 
     point = _point("u", MLP, {"swap_costs": True, "n_samples": 200, "heatmap_units": 4})
     point.train["epochs"] = 0
-    ckpts, rows = _train_all(point, gs_data, tmp_path)
+    models = _train_all(point, gs_data, tmp_path)
     init = init_model(model_spec_for(point, load_dataset(gs_data)), 0).state_dict()
-    saved, meta = load_tensors(ckpts[0])
+    saved, meta = load_tensors(models[0][0])
     assert all(torch.equal(saved[k], init[k]) for k in init) and meta["history"] == []
-    row = read_table(rows[0], "runs").iloc[0]
+    row = read_table(models[0][1], "runs").iloc[0]
     assert row.epochs == 0 and np.isnan(row.train_loss_late_drop) and row.train_seconds < 1.0
     assert 0.0 <= row.train_acc <= 1.0 and np.isfinite(row.test_loss)
-    run_swap_costs(point, ckpts, rows, str(gs_data), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
+    run_swap_costs(point, models, str(gs_data), str(tmp_path / "s.parquet"), str(tmp_path / "t.parquet"),
                    device="cpu")
     swap = read_table(tmp_path / "s.parquet", "swap_costs")
     assert (swap.epochs == 0).all() and swap.swap_q10_relative.notna().all()

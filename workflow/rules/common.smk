@@ -147,13 +147,18 @@ def study_run_rows(study):
     return [model_paths(study, p.point, s)[1] for p in study_points(POINTS, study) for s in sorted(p.seeds)]
 
 
+def merged_points(study):
+    """The points whose seed pairs are merged (and aligned, and analysed along λ): every trained point. Untrained
+    points (``train.epochs: 0``, e.g. the swap-cost arm on initialisations) have no path worth evaluating."""
+    return [p for p in study_points(POINTS, study) if p.train["epochs"] > 0]
+
+
 def study_inputs(study, kind):
     """Per-job files that a study's table concatenates (runs: the bundle directories holding the run rows)."""
-    pts = study_points(POINTS, study)
     if kind == "runs":
         return study_bundles(study)
     if kind == "interpolation":
-        return [merge_file(study, p.point, blocks_label(*b)) for p in pts for b in pair_blocks(p)]
+        return [merge_file(study, p.point, blocks_label(*b)) for p in merged_points(study) for b in pair_blocks(p)]
     if kind in ALIGN_TABLE_KINDS:
         return align_study_inputs(study, kind)
     raise ValueError(kind)
@@ -248,6 +253,8 @@ def analysis_points(study, flag):
 
 def table_studies(kind):
     """Studies that have a table of this kind (every study has the foundation tables)."""
+    if kind in ALIGN_TABLE_KINDS:
+        return [s for s in STUDIES if align_study_inputs(s, kind)]
     if kind not in IDENT_TABLE_FLAG:
         return STUDIES
     return [s for s in STUDIES if analysis_points(s, IDENT_TABLE_FLAG[kind])]
@@ -321,7 +328,7 @@ def block_alignments(wc, methods):
 
 
 def align_study_inputs(study, kind):
-    pts = study_points(POINTS, study)
+    pts = merged_points(study)
     if kind == "alignment":
         return [
             align_row_file(study, p.point, m, blocks_label(*b))
