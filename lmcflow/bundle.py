@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
+from lmcflow.config import EXECUTION_KEYS, learning_settings
 from lmcflow.seeding import generator
 from lmcflow.training import (
     DivergenceError,
@@ -59,8 +60,7 @@ from lmcflow.training import (
 
 log = logging.getLogger(__name__)
 
-# ``train`` keys that do not change what a model learns: a bundle may mix them, digests ignore them.
-EXECUTION_KEYS = ("resources", "checkpoint_every", "bundle", "compile")
+__all__ = ["EXECUTION_KEYS", "Member", "Stack", "check_bundle", "learning_settings", "member_losses", "train_bundle"]
 
 
 @dataclass
@@ -83,11 +83,6 @@ class Member:
     name: str = ""
     state_path: str | os.PathLike | None = None
     digest: str | None = None
-
-
-def learning_settings(cfg: dict) -> dict:
-    """The ``train`` block without execution-only keys: what members of one bundle must share."""
-    return {k: v for k, v in cfg.items() if k not in EXECUTION_KEYS}
 
 
 def check_bundle(members: list[Member]) -> None:

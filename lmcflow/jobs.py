@@ -55,7 +55,7 @@ def train_digest(point: Point, seed: int, data_meta: dict, precision: str) -> st
     which holds its sizes and normalisation statistics), model block, train settings (without
     execution-only keys such as resources, checkpoint_every and bundle), seed and the precision
     actually used. Stored in resumable states: a state of another digest is never resumed."""
-    from lmcflow.bundle import learning_settings
+    from lmcflow.config import learning_settings
 
     payload = {"dataset": point.dataset, "data": data_meta, "model": point.model,
                "train": learning_settings(point.train), "seed": int(seed), "precision": precision}

@@ -358,3 +358,28 @@ def test_divergence_names_the_member_and_keeps_the_healthy_ones(tmp_path, caplog
         assert read_table(m["row"], "runs").checkpoint_sha256[0] == first[m["ckpt"]]
     assert len(rows) == 3 and (tmp_path / "bad-0.safetensors").exists()
     assert not any(p.exists() for p in states)
+
+
+def test_bundle_key_at_dag_construction():
+    """Torch-free: which points may share a bundle, decided from the config alone."""
+    from lmcflow.config import ConfigError, bundle_key, check_bundle_points
+
+    data_cfg = {"synthetic": {"k2": {"generator": "gaussian_subspace", "d": 128, "k": 2, "n_train": 5000},
+                              "k8": {"generator": "gaussian_subspace", "d": 128, "k": 8, "n_train": 5000},
+                              "small": {"generator": "gaussian_subspace", "d": 128, "k": 8, "n_train": 1000}}}
+    sym = {**W_ASYM, "sigma_f": 1.0}
+    a = make_point("a", symmetry=sym)
+    assert bundle_key(a) == bundle_key(make_point("b", symmetry={**sym, "sigma_f": 3.0, "mask_seed": 7}))
+    assert bundle_key(a) == bundle_key(make_point("c", symmetry={**sym, "kind": "syre"}))  # same layers
+    assert bundle_key(a) == bundle_key(make_point("d", symmetry=sym, checkpoint_every=0, bundle=8))
+    assert bundle_key(a) != bundle_key(make_point("e"))  # standard layers: no masks
+    assert bundle_key(a) != bundle_key(make_point("f", symmetry=sym, lr=0.1))
+    k2, k8, small = (Point(**{**make_point("g").__dict__, "dataset": name}) for name in ("k2", "k8", "small"))
+    assert bundle_key(k2, data_cfg) == bundle_key(k8, data_cfg) != bundle_key(small, data_cfg)
+    check_bundle_points([k2, k8], data_cfg)
+    with pytest.raises(ConfigError, match=r"t/g and t/g cannot train in one bundle: they differ in data"):
+        check_bundle_points([k2, small], data_cfg)
+    wide = make_point("w")
+    wide.model["width"] = 0.2
+    with pytest.raises(ConfigError, match=r"t/a and t/w .* differ in layers, model\.width"):
+        check_bundle_points([a, wide])
