@@ -66,7 +66,8 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
     lambdas = [float(lam) for lam in lambdas]
     if batched is None:
         batched = not any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
-    chunk = lambda_chunk(model, data.x["test"][:1], len(lambdas), max_stack_bytes) if batched else 1
+    x_example = data.x["train"][:1]  # one input, for shapes (the train split is never empty)
+    chunk = lambda_chunk(model, x_example, len(lambdas), max_stack_bytes) if batched else 1
     rows = []
     for start in range(0, len(lambdas), chunk):
         lams = lambdas[start:start + chunk]
@@ -77,7 +78,7 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
                 reset_bn_stats(model, x_bn)
             outputs = [{split: predict(model, xs) for split, xs in splits_out.items()}]
         else:
-            outputs = _stacked_outputs(model, sd_a, sd_b, lams, splits_out, x_bn if reset_bn else None)
+            outputs = _stacked_outputs(model, sd_a, sd_b, lams, splits_out, x_bn if reset_bn else None, x_example)
         seconds = (time.perf_counter() - t0) / len(lams)
         for j, (lam, out_by_split) in enumerate(zip(lams, outputs, strict=True)):
             t1 = time.perf_counter()
@@ -192,7 +193,7 @@ class _GivenOutput(nn.Module):
 
 @torch.no_grad()
 def _stacked_outputs(model: nn.Module, sd_a: dict, sd_b: dict, lams: list[float], inputs: dict, x_bn,
-                     batch_size: int = 4096, bn_batch_size: int = 1000) -> list[dict]:
+                     x_example: torch.Tensor, batch_size: int = 4096, bn_batch_size: int = 1000) -> list[dict]:
     """fp32 outputs of every θλ on every ``inputs[split]``: [{split: (N, C)}] per λ.
 
     The λ-interpolated models are stacked and evaluated with one vmapped forward pass per batch.
@@ -205,7 +206,7 @@ def _stacked_outputs(model: nn.Module, sd_a: dict, sd_b: dict, lams: list[float]
     """
     states = [interpolate_state(sd_a, sd_b, lam) for lam in lams]
     base = copy.deepcopy(model).to("meta")
-    first = first_affine_layer(model, sd_a, sd_b, next(iter(inputs.values()))[:1])
+    first = first_affine_layer(model, sd_a, sd_b, x_example)
     given = None
     if first is not None:
         name, in_shape = first
