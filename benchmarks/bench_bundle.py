@@ -4,14 +4,17 @@
    real Fashion-MNIST, 5 seeds, 1 epoch, at width 1/16 and 2: five single-model jobs as Snakemake runs
    them (five Python processes, each importing lmcflow, loading the prepared data, training and writing
    its checkpoint and run row: ``lmcflow.jobs.run_train``; the baseline) vs one bundled job (one
-   process: ``lmcflow.jobs.run_train_bundle`` with the five seeds). Wall time of the processes, start-up
+   process: ``lmcflow.jobs.run_train_bundle`` with the five seeds), run one after the other, start-up
    included. Also reports how far each bundle member is from its single run (max |Δweight|, Δ test acc).
 2. λ-path evaluation at width 1/16 (11 λ, the default merge settings: train split curve on 10000
    examples, val 5000, test 10000): ``lmcflow.merging.evaluate_path`` with the per-λ loop (baseline) vs
    batched over λ, in this process, best of ``--repeats``.
 
-Last line: ``bundle_speedup_narrow=X bundle_speedup_wide=Y lambda_batch_speedup=Z`` (baseline time /
-new time; targets ≥ 3, ≥ 1, ≥ 2).
+Times are CPU seconds (user + sys of the job processes; of this process for 2): every job runs one
+torch thread, so on a quiet machine they equal wall time, and on a shared one they are far less
+disturbed by other load. Wall times are printed beside them. Last line:
+``bundle_speedup_narrow=X bundle_speedup_wide=Y lambda_batch_speedup=Z`` (baseline / new; targets
+≥ 3, ≥ 1, ≥ 2).
 
     .venv/bin/python benchmarks/bench_bundle.py [--workdir DIR] [--repeats 3]
 """
@@ -66,14 +69,20 @@ def worker(args) -> None:
             run_train_bundle(members, {"fashion_mnist": spec["data"]}, device="cpu")
 
 
-def run_job(job: dict) -> float:
+def run_job(job: dict) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + sys) of one job process."""
+    err = Path(job["log"]).with_suffix(".stderr")
+    err.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, __file__, "--worker", json.dumps(job)], check=False, cwd=REPO,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
-    seconds = time.perf_counter() - t0
-    if res.returncode != 0:
-        raise RuntimeError(f"job failed: {res.stderr[-2000:]}\nlog: {job['log']}")
-    return seconds
+    with open(err, "w") as fh:
+        proc = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(job)], cwd=REPO,
+                                env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=fh, stderr=fh)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"job failed: {err.read_text()[-2000:]}\nlog: {job['log']}")
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def bench_training(workdir: Path, data: str, width: float, tag: str) -> dict:
@@ -87,7 +96,7 @@ def bench_training(workdir: Path, data: str, width: float, tag: str) -> dict:
     bundle = run_job({"kind": "bundle", "point": point, "seeds": list(SEEDS), "data": data,
                       "ckpts": [str(out / f"bundle-{s}.safetensors") for s in SEEDS],
                       "rows": [str(out / f"bundle-{s}.parquet") for s in SEEDS], "log": str(out / "bundle.log")})
-    return {"singles": singles, "bundle": bundle, **member_drift(out)}
+    return {"singles": singles, "bundle": bundle, **member_drift(out)}  # (wall, cpu) per job
 
 
 def member_drift(out: Path) -> dict:
@@ -123,10 +132,10 @@ def bench_lambda(workdir: Path, data_path: str, repeats: int) -> dict:
     times, rows = {False: [], True: []}, {}
     for _ in range(repeats):
         for batched in (False, True):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             rows[batched] = evaluate_path(model, sd_a, sd_b, data, lambda_grid(11),
                                           train_eval_size=point.merge["train_eval_size"], batched=batched)
-            times[batched].append(time.perf_counter() - t0)
+            times[batched].append(time.process_time() - t0)
     diff = {k: max(abs(a[k] - b[k]) for a, b in zip(rows[False], rows[True], strict=True))
             for k in ("loss", "acc", "calibrated_loss", "beta")}
     return {"loop": min(times[False]), "batched": min(times[True]), "all_loop": times[False],
@@ -137,7 +146,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", help="keep prepared data and checkpoints here (default: a temporary folder)")
-    ap.add_argument("--repeats", type=int, default=3, help="λ-path timings: best of this many")
+    ap.add_argument("--repeats", type=int, default=7, help="λ-path timings: best of this many")
     ap.add_argument("--only", choices=sorted(WIDTHS), help="train at one width only (no summary line)")
     args = ap.parse_args(argv)
     if args.worker:
@@ -159,15 +168,18 @@ def main(argv=None) -> int:
         if args.only and tag not in (args.only, "narrow"):
             continue
         r = bench_training(workdir, str(data), width, tag)
-        base, new = sum(r["singles"]), r["bundle"]
-        speedups[tag] = base / new
-        print(f"MLP width {width:g}, {len(SEEDS)} seeds, 1 epoch: five single-model jobs "
-              f"{base:.1f} s ({' '.join(f'{t:.1f}' for t in r['singles'])}) vs one bundled job {new:.1f} s "
-              f"-> {speedups[tag]:.2f}x; bundle members vs single runs: max |Δweight| "
-              f"{r['max_abs_weight_diff']:.2e}, max |Δ test acc| {r['max_abs_test_acc_diff']:.2e}", flush=True)
+        wall = (sum(w for w, _ in r["singles"]), r["bundle"][0])
+        cpu = (sum(c for _, c in r["singles"]), r["bundle"][1])
+        speedups[tag] = cpu[0] / cpu[1]
+        print(f"MLP width {width:g}, {len(SEEDS)} seeds, 1 epoch: five single-model jobs {cpu[0]:.1f} CPU-s "
+              f"({' '.join(f'{c:.1f}' for _, c in r['singles'])}; wall {wall[0]:.1f} s) vs one bundled job "
+              f"{cpu[1]:.1f} CPU-s (wall {wall[1]:.1f} s) -> {speedups[tag]:.2f}x (wall {wall[0] / wall[1]:.2f}x); "
+              f"bundle members vs single runs: max |Δweight| {r['max_abs_weight_diff']:.2e}, max |Δ test acc| "
+              f"{r['max_abs_test_acc_diff']:.2e}", flush=True)
     lam = bench_lambda(workdir, str(data), args.repeats)
     speedups["lambda"] = lam["loop"] / lam["batched"]
-    print(f"λ path, width {WIDTHS['narrow']:g}, 11 λ: per-λ loop {lam['loop']:.2f} s vs batched {lam['batched']:.2f} s "
+    print(f"λ path, width {WIDTHS['narrow']:g}, 11 λ: per-λ loop {lam['loop']:.2f} CPU-s vs batched "
+          f"{lam['batched']:.2f} CPU-s "
           f"(best of {args.repeats}; all: loop {[round(t, 2) for t in lam['all_loop']]}, batched "
           f"{[round(t, 2) for t in lam['all_batched']]}) -> {speedups['lambda']:.2f}x; max |Δ| batched vs loop: "
           + ", ".join(f"{k} {v:.1e}" for k, v in lam["max_abs_diff"].items()), flush=True)

@@ -78,7 +78,8 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
                 reset_bn_stats(model, x_bn)
             outputs = [{split: predict(model, xs) for split, xs in splits_out.items()}]
         else:
-            outputs = _stacked_outputs(model, sd_a, sd_b, lams, splits_out, x_bn if reset_bn else None, x_example)
+            outputs = _stacked_outputs(model, sd_a, sd_b, lams, splits_out, x_bn if reset_bn else None, x_example,
+                                       stacked_batch_size(model, x_example, len(lams), max_stack_bytes))
         seconds = (time.perf_counter() - t0) / len(lams)
         for j, (lam, out_by_split) in enumerate(zip(lams, outputs, strict=True)):
             t1 = time.perf_counter()
@@ -110,16 +111,36 @@ def lambda_chunk(model: nn.Module, x_example: torch.Tensor, n_lambdas: int, max_
     """
     if n_lambdas <= 1:
         return 1
-    if max_stack_bytes is None:
-        if x_example.device.type == "cuda":
-            max_stack_bytes = torch.cuda.mem_get_info(x_example.device)[0] // 4
-        else:
-            max_stack_bytes = 1 << 30
-    return max(1, min(n_lambdas, int(max_stack_bytes // max(1, bytes_per_lambda(model, x_example, batch_size)))))
+    budget = _stack_budget(x_example, max_stack_bytes)
+    return max(1, min(n_lambdas, int(budget // max(1, bytes_per_lambda(model, x_example, batch_size)))))
+
+
+def stacked_batch_size(model: nn.Module, x_example: torch.Tensor, chunk: int, max_stack_bytes: int | None = None,
+                       smallest: int = 4096, largest: int = 65536) -> int:
+    """Inputs per stacked forward pass: as many as the budget holds for ``chunk`` λ, within
+    [smallest, largest] (larger batches make the small batched products of narrow models cheaper;
+    results do not depend on it beyond rounding)."""
+    state, per_example = _footprint(model, x_example)
+    free = _stack_budget(x_example, max_stack_bytes) - chunk * state
+    return int(min(largest, max(smallest, free // max(1, chunk * per_example))))
 
 
 def bytes_per_lambda(model: nn.Module, x_example: torch.Tensor, batch_size: int = 4096) -> int:
     """Memory estimate of one stacked λ model (see ``lambda_chunk``)."""
+    state, per_example = _footprint(model, x_example)
+    return state + per_example * batch_size
+
+
+def _stack_budget(x_example: torch.Tensor, max_stack_bytes: int | None) -> int:
+    if max_stack_bytes is not None:
+        return max_stack_bytes
+    if x_example.device.type == "cuda":
+        return torch.cuda.mem_get_info(x_example.device)[0] // 4
+    return 1 << 30
+
+
+def _footprint(model: nn.Module, x_example: torch.Tensor) -> tuple[int, int]:
+    """(bytes of the model's tensors, bytes per input example: 3x the largest layer output in fp32)."""
     state_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
     largest = [0]
 
@@ -137,7 +158,7 @@ def bytes_per_lambda(model: nn.Module, x_example: torch.Tensor, batch_size: int 
         for h in handles:
             h.remove()
         model.train(was_training)
-    return state_bytes + 3 * largest[0] * batch_size * 4
+    return state_bytes, 3 * largest[0] * 4
 
 
 def first_affine_layer(model: nn.Module, sd_a: dict, sd_b: dict, x_example: torch.Tensor):
@@ -218,10 +239,13 @@ def _stacked_outputs(model: nn.Module, sd_a: dict, sd_b: dict, lams: list[float]
         given = _GivenOutput()
         setattr(base.get_submodule(parent) if parent else base, attr, given)
 
+        weights = torch.tensor(lams, dtype=next(iter(sd_a.values())).dtype, device=x_example.device)
+
         def first_outputs(x):
             xs = x.reshape(len(x), *in_shape)
             y_a, y_b = (functional_call(layer, sd, (xs,)) for sd in ends)
-            return torch.stack([y_a if lam == 0 else y_b if lam == 1 else torch.lerp(y_a, y_b, lam) for lam in lams])
+            w = weights.view(-1, *([1] * y_a.dim()))
+            return torch.lerp(y_a.unsqueeze(0), y_b.unsqueeze(0), w)  # exact at λ = 0 and λ = 1
 
     stacked = {k: torch.stack([sd[k] for sd in states]) for k in states[0]}
 
