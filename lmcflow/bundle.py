@@ -237,6 +237,8 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> 
     If members diverge, the others finish, their final states are saved and ``DivergenceError``
     (with ``.diverged`` and ``.results``) is raised.
     """
+    for i, m in enumerate(members):
+        m.name = m.name or f"member {i} (seed {m.seed})"
     check_bundle(members)
     cfg = members[0].cfg
     if len(members) == 1:
@@ -285,11 +287,11 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> 
                           f"{d['steps_per_epoch']} (global step {d['global_step']}), lr={d['lr']:.4g}"
                           for d in diverged)
         healthy = len(members) - len(diverged)
+        others = (f" The other {healthy} trained to the end; their final states are kept beside their checkpoints "
+                  f"and a rerun restores them without training." if healthy else "")
         raise DivergenceError(
             f"training diverged for {len(diverged)} of {len(members)} bundle members: {lines}. Nothing of those "
-            f"was written; lower train.lr or raise train.warmup_epochs for their point(s). The other {healthy} "
-            f"trained to the end" + ("; their final states are kept beside their checkpoints and a rerun restores "
-                                     "them without training" if healthy else "") + ".",
+            f"was written; lower train.lr or raise train.warmup_epochs for their point(s).{others}",
             diverged=diverged, results=results)
     for m in members:
         if m.state_path is not None and Path(m.state_path).exists():
