@@ -116,7 +116,7 @@ def lambda_chunk(model: nn.Module, x_example: torch.Tensor, n_lambdas: int, max_
 
 
 def stacked_batch_size(model: nn.Module, x_example: torch.Tensor, chunk: int, max_stack_bytes: int | None = None,
-                       smallest: int = 4096, largest: int = 65536) -> int:
+                       smallest: int = 4096, largest: int = 16384) -> int:
     """Inputs per stacked forward pass: as many as the budget holds for ``chunk`` λ, within
     [smallest, largest] (larger batches make the small batched products of narrow models cheaper;
     results do not depend on it beyond rounding)."""
@@ -233,18 +233,18 @@ def _stacked_outputs(model: nn.Module, sd_a: dict, sd_b: dict, lams: list[float]
         name, in_shape = first
         prefix = f"{name}."
         layer = copy.deepcopy(model.get_submodule(name)).to("meta")
-        ends = [{k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)} for sd in (sd_a, sd_b)]
+        # A's and B's layer side by side: every tensor of a linear / conv layer has the output units first,
+        # so one product with twice the outputs evaluates both (cheaper than two on the CPU).
+        both = {k[len(prefix):]: torch.cat([v, sd_b[k]]) for k, v in sd_a.items() if k.startswith(prefix)}
         states = [{k: v for k, v in sd.items() if not k.startswith(prefix)} for sd in states]
         parent, _, attr = name.rpartition(".")
         given = _GivenOutput()
         setattr(base.get_submodule(parent) if parent else base, attr, given)
-
-        weights = torch.tensor(lams, dtype=next(iter(sd_a.values())).dtype, device=x_example.device)
+        weights = torch.tensor(lams, device=x_example.device)
 
         def first_outputs(x):
-            xs = x.reshape(len(x), *in_shape)
-            y_a, y_b = (functional_call(layer, sd, (xs,)) for sd in ends)
-            w = weights.view(-1, *([1] * y_a.dim()))
+            y_a, y_b = functional_call(layer, both, (x.reshape(len(x), *in_shape),)).chunk(2, dim=1)
+            w = weights.to(y_a.dtype).view(-1, *([1] * y_a.dim()))
             return torch.lerp(y_a.unsqueeze(0), y_b.unsqueeze(0), w)  # exact at λ = 0 and λ = 1
 
     stacked = {k: torch.stack([sd[k] for sd in states]) for k in states[0]}
