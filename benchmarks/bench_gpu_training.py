@@ -67,10 +67,9 @@ def time_training(init_model, spec, device, steps, batch, precision, determinist
            "schedule": "cosine", "warmup_epochs": 0, "augment": augment, "precision": precision,
            "checkpoint_every": 0}
     model = copy.deepcopy(init_model).to(device)
-    quiet = lambda m: None  # noqa: E731
-    train(model, data, dict(cfg, epochs=1), 0, device, log=quiet)  # warm-up: cuDNN plans, allocator
+    train(model, data, dict(cfg, epochs=1), 0, device)  # warm-up: cuDNN plans, allocator
     torch.cuda.synchronize()
-    info = train(model, data, cfg, 1, device, log=quiet)
+    info = train(model, data, cfg, 1, device)
     torch.cuda.synchronize()
     return info["train_seconds"] / steps
 
