@@ -226,8 +226,8 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> 
     ``precision``, ``train_seconds`` (the bundle's loop time in this process, shared by its members)
     and ``restored`` (True if the member's final state came from disk and it trained no step here).
     Members with a state file resume from it when its digest matches (``training.usable_state``);
-    members at different epochs train as separate stacked sub-bundles. States are saved every ``checkpoint_every`` epochs and deleted when every
-    member finished.
+    members at different epochs train as separate stacked sub-bundles. States are saved every
+    ``checkpoint_every`` epochs and deleted when every member finished.
 
     ``on_batch(epoch, step, names, xb, yb)``, if given, sees each step's inputs of the active
     members (xb: (K, b, …) after augmentation) before the forward pass.

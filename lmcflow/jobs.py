@@ -215,7 +215,8 @@ def run_merge_block(point: Point, pairs: list, methods: list, models: dict, alig
     for seed_a, seed_b in pairs:
         for method in methods:
             t0 = time.perf_counter()
-            model_a, model_b, _ = aligned_pair(loaded[seed_a], loaded[seed_b], perms.get(method, {}).get((seed_a, seed_b)))
+            perm = perms.get(method, {}).get((seed_a, seed_b))
+            model_a, model_b, _ = aligned_pair(loaded[seed_a], loaded[seed_b], perm)
             sd_a = {k: v.clone() for k, v in model_a.state_dict().items()}  # evaluate_path loads θ(λ) into model_a
             sd_b = model_b.state_dict()
             path = evaluate_path(model_a, sd_a, sd_b, data, lambdas, train_eval_size=point.merge["train_eval_size"],

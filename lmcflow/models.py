@@ -148,7 +148,7 @@ class VGG11(nn.Module):
         return list(self._blocks(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for h in self._blocks(x):
+        for h in self._blocks(x):  # noqa: B007 - the last block's output is the logits
             pass
         h = F.max_pool2d(h, 2, ceil_mode=True) if self.pool_after[-1] else h
         return self.head(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
