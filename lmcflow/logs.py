@@ -14,10 +14,14 @@ import sys
 import time
 from pathlib import Path
 
+import lmcflow
+
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # The first and last line of every job log: CPU seconds before the job's own work began (interpreter,
 # Snakemake's script preamble, imports) and in all. benchmarks/startup_share.py sums them over a run.
 STARTUP_LINE = "[job] start-up: {cpu:.3f} CPU-s before the job's work (interpreter, imports)"
+# Which lmcflow the job imported: the checkout that runs the workflow (common.smk puts it first on PYTHONPATH).
+PACKAGE_LINE = "[job] lmcflow {version} from {path}"
 DONE_LINE = "[job] finished: {cpu:.3f} CPU-s in all, {wall:.2f} s wall since start-up"
 
 
@@ -46,6 +50,7 @@ def job_log(path: str | None, level: int = logging.INFO):
         sys.stdout = sys.stderr = fh
         job = logging.getLogger("lmcflow.job")
         job.info(STARTUP_LINE.format(cpu=cpu_seconds()))
+        job.info(PACKAGE_LINE.format(version=lmcflow.__version__, path=Path(lmcflow.__file__).parent))
         t0 = time.perf_counter()
         try:
             yield

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim.swa_utils import update_bn
 
 from lmcflow.io import CorruptFileError, load_tensors, save_tensors
 from lmcflow.seeding import generator
@@ -162,22 +163,13 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str = "cl
     return metrics_from_outputs(predict(model, x), y, task)
 
 
-@torch.no_grad()
 def reset_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> None:
-    """Re-estimate BatchNorm running statistics with one pass in train mode.
+    """Re-estimate BatchNorm running statistics with one pass over ``x`` in train mode; leaves ``model`` in eval.
 
-    momentum=None makes the running statistics an exact cumulative average over
-    the pass, so the result does not depend on the batch order's recency.
+    ``torch.optim.swa_utils.update_bn`` zeroes the statistics and sets momentum=None for the pass, so they are
+    an exact cumulative average over the batches and do not depend on the batch order's recency.
     """
-    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    if not bns:
-        return
-    for m in bns:
-        m.reset_running_stats()
-        m.momentum = None
-    model.train()
-    for i in range(0, len(x), batch_size):
-        model(x[i:i + batch_size])
+    update_bn(x.split(batch_size), model)
     model.eval()
 
 

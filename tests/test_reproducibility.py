@@ -125,7 +125,8 @@ def test_clean_run_verifies(run_a, capsys):
     a = run_a
     assert main(["verify", str(a / "results")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("lmcflow verify: 0 problems") and "6 checkpoints, 3 permutation files, 1 claim)" in out
+    # 3 seeds form one pair block: one permutation file holds its 3 pairs
+    assert out.startswith("lmcflow verify: 0 problems") and "6 checkpoints, 1 permutation file, 1 claim)" in out
 
 
 def copy_run(src: Path, dst: Path) -> Path:

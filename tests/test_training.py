@@ -3,10 +3,11 @@ import math
 
 import pytest
 import torch
+from torch import nn
 
 from lmcflow.jobs import init_model
 from lmcflow.models import ModelSpec
-from lmcflow.training import DivergenceError, late_loss_drop, lr_at, train
+from lmcflow.training import DivergenceError, late_loss_drop, lr_at, reset_bn_stats, train
 
 CFG = dict(optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=1e-3, epochs=3, batch_size=64,
            schedule="cosine", warmup_epochs=0, augment="none", precision="fp32", checkpoint_every=1)
@@ -133,3 +134,21 @@ def test_default_config_trains_in_fp32_whatever_the_cpu(monkeypatch):
         monkeypatch.setattr(training, "cpu_has_fast_bf16", lambda fast=fast_bf16: fast)
         assert {training.resolve_precision(c, CPU) for c in choices} == {"fp32"}
     assert training.resolve_precision("auto", CPU) == "bf16"  # the last patch says "fast": auto would differ
+
+
+def test_reset_bn_stats_is_the_exact_average_over_the_pass():
+    """BatchNorm re-estimation (``torch.optim.swa_utils.update_bn``): the running statistics are the plain
+    average of the batch statistics over one pass, whatever they held before; momentum is kept."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4, momentum=0.3))
+    model[1].running_mean.fill_(5.0)  # stale statistics must not leak into the estimate
+    x = torch.randn(300, 6) * 3 + 1
+    reset_bn_stats(model, x, batch_size=100)
+    with torch.no_grad():
+        h = model[0](x).view(3, 100, 4)
+    assert torch.allclose(model[1].running_mean, h.mean(1).mean(0), atol=1e-5)
+    assert torch.allclose(model[1].running_var, h.var(1, unbiased=True).mean(0), atol=1e-4)
+    assert model[1].num_batches_tracked.item() == 3 and model[1].momentum == 0.3 and not model.training
+    # one batch of everything: the statistics of the whole set
+    reset_bn_stats(model, x, batch_size=len(x))
+    assert torch.allclose(model[1].running_mean, h.reshape(-1, 4).mean(0), atol=1e-5)
