@@ -125,10 +125,12 @@ def slurm_cluster():
 
 
 def trimmed_config(tiny: dict) -> dict:
-    """The smallest config of the same shape: one study, 2 seeds (one pair), one point."""
+    """The smallest config of the same shape with bundled jobs: one study, one point, 3 seeds in bundles of 2
+    (train bundles {0, 1} and {2}; pair blocks 0-0 with pair (0, 1) and 0-1 with pairs (0, 2), (1, 2))."""
     cfg = {k: v for k, v in tiny.items() if k != "claims"}
     name, study = next(iter(tiny["studies"].items()))
-    study = dict(study, seeds=list(study["seeds"])[:2])
+    study = dict(study, seeds=list(study["seeds"])[:3])
+    study["train"] = dict(study.get("train") or {}, bundle=2)
     sweep = study.get("sweep") or {}
     first_grid = sweep[0] if isinstance(sweep, list) else sweep
     study["sweep"] = {k: list(v)[:1] for k, v in first_grid.items()}
@@ -255,7 +257,7 @@ def test_profiles_dry_run(tmp_path):
         jobs = re.findall(r"^(?:local)?rule (\w+):\s*$", out, re.MULTILINE)
         assert {"train", "interpolate"} <= set(jobs), jobs
         if not FULL:
-            assert jobs.count("train") == 2 and jobs.count("interpolate") == 1, jobs
+            assert jobs.count("train") == 2 and jobs.count("interpolate") == 2, jobs
 
 
 def _submitted(log: str) -> dict[str, str]:
@@ -288,7 +290,9 @@ def test_every_nonlocal_job_ran_as_a_slurm_job(runs):
     ids = table["slurm_job_id"]
     assert ids.notna().all() and ids.str.fullmatch(r"\d+(_\d+)?").all(), ids.tolist()
     assert set(ids) <= set(states), (set(ids), set(states))
-    assert ids.nunique() == len(table)  # one training job per run
+    # one training job per bundle: the models of a bundle share it
+    assert ids.nunique() == nonlocal_jobs.count("train") == table["bundle_id"].nunique() == 2
+    assert (table.groupby("bundle_id")["slurm_job_id"].nunique() == 1).all()
 
 
 @live_cluster
