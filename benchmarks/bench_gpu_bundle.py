@@ -11,8 +11,9 @@ the bundles of 8 and 16: kept only where they beat eager.
 It also times the λ-path evaluation of ResNet-20 ×1 (11 λ, BatchNorm reset) per λ vs batched
 (``merging.evaluate_path``), which decides whether conv nets should default to batched on GPUs.
 
-Run from the repository root with it on PYTHONPATH (``gpu_checks.sh`` does). Writes ``--out FILE`` (JSON, ``bundle_rows`` and ``lambda_rows``), which ``estimate_gpu_hours.py
---throughput`` reads together with ``bench_gpu_training.py``'s rows.
+Run from the repository root with it on PYTHONPATH (``gpu_checks.sh`` does). Writes ``--out FILE`` (JSON,
+``bundle_rows`` and ``lambda_rows``), which ``estimate_gpu_hours.py --throughput`` reads together with
+``bench_gpu_training.py``'s rows.
 
     python benchmarks/bench_gpu_bundle.py [--steps 20] [--bundles 1,4,8,16] [--compile default,reduce-overhead]
         [--out gpu_bundle.json] [--device cuda]
@@ -84,8 +85,9 @@ def time_lambda_path(spec: ModelSpec, device, n: int = 10000, reps: int = 2) -> 
     from lmcflow.merging import evaluate_path
 
     g = torch.Generator().manual_seed(1)
-    data = Dataset({s: torch.randn(n, *spec.in_shape, generator=g).to(device) for s in ("train", "val", "test")},
-                   {s: torch.randint(0, spec.num_classes, (n,), generator=g).to(device) for s in ("train", "val", "test")},
+    splits = ("train", "val", "test")
+    data = Dataset({s: torch.randn(n, *spec.in_shape, generator=g).to(device) for s in splits},
+                   {s: torch.randint(0, spec.num_classes, (n,), generator=g).to(device) for s in splits},
                    {"in_shape": list(spec.in_shape), "num_classes": spec.num_classes, "task": "classification"})
     a, b = init_model(spec, 0).to(device), init_model(spec, 1).to(device)
     times, rows = {}, {}
@@ -139,7 +141,8 @@ def main(argv=None) -> int:
                     continue
                 if k == 1 and not mode:
                     single = step
-                row = {"arch": arch, "dataset": dataset, "width": width, "params": count_parameters(init_model(spec, 0)),
+                row = {"arch": arch, "dataset": dataset, "width": width,
+                       "params": count_parameters(init_model(spec, 0)),
                        "batch": args.batch, "bundle": k, "compile": mode or "", "step_s": step,
                        "model_steps_per_s": k / step,
                        "speedup_vs_single": (k * single / step) if single else None}

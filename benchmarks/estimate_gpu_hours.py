@@ -101,7 +101,7 @@ def main(argv=None):
         rows += data.get("rows", [])
         bundle_rows += data.get("bundle_rows", [])
     total, hours, hours_single, jobs, jobs_single = {}, {}, {}, {}, {}
-    for (study, pid), p in expand_points(cfg).items():
+    for (study, _pid), p in expand_points(cfg).items():
         k = min(len(p.seeds), int(args.bundle or p.train.get("bundle", 1)))
         jobs[study] = jobs.get(study, 0) + math.ceil(len(p.seeds) / k)
         jobs_single[study] = jobs_single.get(study, 0) + len(p.seeds)
@@ -112,7 +112,8 @@ def main(argv=None):
         spec = ModelSpec(in_shape=ds.in_shape, num_classes=ds.num_classes, **fields)
         f = spec_flops(spec)
         train = 3 * f * TRAIN_SIZES[p.dataset] * p.train["epochs"] * len(p.seeds)
-        merge = f * (EVAL_SIZES[p.dataset] + TRAIN_SIZES[p.dataset]) * p.merge["lambdas"] * len(p.pairs) * len(p.merge["methods"])
+        merge = (f * (EVAL_SIZES[p.dataset] + TRAIN_SIZES[p.dataset]) * p.merge["lambdas"]
+                 * len(p.pairs) * len(p.merge["methods"]))
         rate1 = point_rate(rows, bundle_rows, spec.arch, spec.width, 1, None, args.tflops)
         rate = point_rate(rows, bundle_rows, spec.arch, spec.width, k, p.train.get("compile"), args.tflops)
         total[study] = total.get(study, 0.0) + train + merge

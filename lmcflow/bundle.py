@@ -226,9 +226,8 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> 
     ``precision``, ``train_seconds`` (the bundle's loop time in this process, shared by its members)
     and ``restored`` (True if the member's final state came from disk and it trained no step here).
     Members with a state file resume from it when its digest matches (``training.usable_state``);
-    members at different epochs train as separate sub-bundles (a sub-bundle of one runs
-    ``training.train``). States are saved every ``checkpoint_every`` epochs and deleted when every
-    member finished.
+    members at different epochs train as separate stacked sub-bundles. States are saved every
+    ``checkpoint_every`` epochs and deleted when every member finished.
 
     ``on_batch(epoch, step, names, xb, yb)``, if given, sees each step's inputs of the active
     members (xb: (K, b, …) after augmentation) before the forward pass.
@@ -268,9 +267,9 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> 
         group = [i for i in range(len(members)) if start[i] == epoch0]
         if epoch0 >= epochs:
             continue
-        if len(group) == 1:  # exactly as a single-model job
-            _train_single(members[group[0]], device, results[group[0]])
-            continue
+        # Even a group of one trains stacked: a member's bits then do not depend on which others share its
+        # group (measured on one CPU thread), so a bundle resumed with members at different epochs (killed
+        # between two state writes) ends bit-identical to an uninterrupted run.
         _train_group([members[i] for i in group], [gens[i] for i in group], [histories[i] for i in group],
                      [saved[i] for i in group] if epoch0 > 0 else None, epoch0, device, precision,
                      [results[i] for i in group], on_batch)
@@ -297,17 +296,6 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> 
         if m.state_path is not None and Path(m.state_path).exists():
             os.unlink(m.state_path)
     return results
-
-
-def _train_single(m: Member, device: torch.device, result: dict) -> None:
-    try:
-        info = train(m.model, m.data, m.cfg, m.seed, device, state_path=m.state_path, state_digest=m.digest,
-                     name=m.name)
-    except DivergenceError as err:
-        result["diverged"] = err.diverged[0]
-        log.error(f"[bundle] {err}")
-        return
-    result.update(history=info["history"], train_seconds=info["train_seconds"])
 
 
 def _state_epoch(path) -> int:

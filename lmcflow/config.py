@@ -86,7 +86,8 @@ def _block_defaults(block: str) -> dict:
 
 
 def block_defaults(block: str) -> dict:
-    """A copy of the schema defaults of one point block (``model``, ``train``, ``merge``, ``analysis``) or of ``symmetry``."""
+    """A copy of the schema defaults of one point block (``model``, ``train``, ``merge``, ``analysis``)
+    or of ``symmetry``."""
     return copy.deepcopy(_block_defaults(block))
 
 

@@ -352,7 +352,8 @@ def lmc_summary_row(path_rows: list[dict], split: str) -> dict:
     return out
 
 
-__all__ = ["lmc_summary_row", "matching_objective", "activation_matching_rows", "principal_subspace", "intrinsic_dimension",
+__all__ = ["lmc_summary_row", "matching_objective", "activation_matching_rows", "principal_subspace",
+           "intrinsic_dimension",
            "subspace_coherence", "coherence_row", "realization_costs", "swap_costs", "swap_summary",
            "layer_inputs", "layer_mask_offset", "swap_cost_analysis", "swap_cost_long",
            "regression_midpoint_barrier", "path_barrier_row"]

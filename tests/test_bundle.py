@@ -275,6 +275,21 @@ def test_resume_after_interruption_is_bit_identical(small_data, tmp_path, caplog
         assert all(torch.equal(v, m.state_dict()[k]) for k, v in ref.state_dict().items())
 
 
+def test_resume_with_members_at_different_epochs_is_bit_identical(small_data, tmp_path, caplog):
+    """A kill between two members' state writes leaves one member an epoch ahead: the members then train as
+    separate stacked groups and still end bit-identical to the uninterrupted bundle."""
+    seeds = (0, 1)
+    states = [tmp_path / f"seed-{s}.state.safetensors" for s in seeds]
+    reference = bundle_run_with_states(small_data, CFG, seeds, [tmp_path / "ref0", tmp_path / "ref1"], "cfg")
+    _interrupted_bundle(small_data, CFG, seeds, states, "cfg")
+    states[1].unlink()  # member 1 lost its state: it restarts from its initialisation
+    with caplog.at_level(logging.INFO, logger="lmcflow"):
+        resumed = bundle_run_with_states(small_data, CFG, seeds, states, "cfg")
+    assert sum("resumed from" in r.getMessage() for r in caplog.records) == 1
+    for ref, m in zip(reference, resumed, strict=True):
+        assert all(torch.equal(v, m.state_dict()[k]) for k, v in ref.state_dict().items())
+
+
 def test_state_of_another_config_is_discarded(small_data, tmp_path, caplog):
     seeds = (0, 1)
     states = [tmp_path / f"seed-{s}.state.safetensors" for s in seeds]
