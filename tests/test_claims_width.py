@@ -109,7 +109,6 @@ def test_logit_norm_decay_is_exact_for_a_copy_in_disjoint_units(small_data):
     from lmcflow.config import lambda_grid
     from lmcflow.merging import evaluate_path
     from lmcflow.models import ModelSpec, build_model
-
     from lmcflow.training import train
 
     depth, half = 2, 8

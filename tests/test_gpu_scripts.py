@@ -149,3 +149,39 @@ def test_gpu_width_run_script_on_cpu_with_a_tiny_override(tmp_path):
         assert (out / path).stat().st_size > 0, path
     assert "0 problems" in (out / "verify.txt").read_text()
     assert "active-neuron-overlap" in (out / "claims.txt").read_text()
+
+
+# --------------------------------------------------------------------------- CPU run-time estimate from measured costs
+def test_width_cost_estimate_by_hand(bench, tmp_path):
+    """benchmarks/bench_width_costs.py --estimate on a hand-priced config: costs ∝ width² measured at ×1 and ×4,
+    read at ×1 and (interpolated log-log) ×2; every term of the total checked by hand."""
+    import bench_width_costs as bwc
+
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"rows": [
+        {"width": 1.0, "train_epoch_s": 10.0, "lambda_path_s": 5.0, "weight_matching_s": 1.0, "mechanism_s": 2.0},
+        {"width": 4.0, "train_epoch_s": 160.0, "lambda_path_s": 80.0, "weight_matching_s": 16.0, "mechanism_s": 32.0},
+    ]}))
+    assert bwc._interp(json.loads(costs.read_text())["rows"], "train_epoch_s", 2.0) == pytest.approx(40.0)
+    assert bwc._interp(json.loads(costs.read_text())["rows"], "train_epoch_s", 8.0) == pytest.approx(640.0)
+    cfg = {"data": {"val_size": 5000}, "studies": {"w": {
+        "dataset": "fashion_mnist", "seeds": [0, 1, 2],
+        "model": {"depth": 2, "base_width": 512}, "train": {"epochs": 2, "bundle": 1},
+        "merge": {"methods": ["identity", "weight_matching"], "train_eval_size": 5000, "lambdas": 11},
+        "analysis": {"mechanism": {"methods": ["identity"], "samples": 2000, "lambdas": [0.25, 0.5, 0.75]}},
+        "sweep": {"model.width": [1.0, 2.0]}}}, "claims": {}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    est = bwc.estimate(str(path), str(costs), cores=2, speed=1.0, startup=5.0)
+    # per point 3 seeds, 3 pairs: train 2 epochs × 3 seeds; paths 3 pairs × 2 methods; weight matching and
+    # mechanism 3 pairs; 3 train + 3 pair jobs × (interpolate, align, mechanism) = 12 jobs per point
+    assert est["cpu_s"] == pytest.approx({"train": 2 * 3 * (10 + 40), "paths": 3 * 2 * (5 + 20),
+                                          "alignment": 3 * (1 + 4), "mechanism": 3 * (2 + 8), "startup": 5 * 24})
+    assert est["jobs_priced"] == 24 and est["cpu_total_s"] == pytest.approx(615.0)
+    assert est["critical_path_s"] == pytest.approx(2 * 40 + 4 + 20 + 8)
+    assert est["wall_s"] == pytest.approx(615.0 / 2)
+    assert bwc.estimate(str(path), str(costs), cores=8, speed=2.0, startup=0.0)["wall_s"] == pytest.approx(112 / 2)
+    cfg["studies"]["w"]["model"]["arch"] = "vgg11"
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(SystemExit, match="only the measured MLP"):
+        bwc.estimate(str(path), str(costs), cores=2, speed=1.0, startup=5.0)
