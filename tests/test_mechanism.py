@@ -412,3 +412,58 @@ def test_independent_jaccard():
     assert independent_jaccard(10, 10, 10) == 1.0
     assert independent_jaccard(5, 5, 10) == pytest.approx(2.5 / 7.5)
     assert independent_jaccard(0, 3, 10) == 0.0 and math.isnan(independent_jaccard(0, 0, 10))
+
+
+@pytest.mark.parametrize("arch", ["vgg11", "resnet20"])
+def test_conv_weak_additivity_by_an_explicit_pixel_loop(arch):
+    """weak_additivity of a conv layer is the mean over every pixel of every input of the cosine between the
+    channel vectors σ(λ z̃_A + (1−λ) z̃_B) and λσ(z̃_A) + (1−λ)σ(z̃_B): recomputed here pixel by pixel."""
+    shape = (3, 16, 16) if arch == "vgg11" else (3, 8, 8)
+    spec = ModelSpec(arch=arch, in_shape=shape, num_classes=10, width=0.25, norm="none")
+    torch.manual_seed(11)
+    a, b = build_model(spec).eval(), build_model(spec).eval()
+    x = torch.randn(3, *shape, generator=torch.Generator().manual_seed(12))
+    lam, layer = 0.25, 2
+    rows = {(r["layer"], r["lam_paper"]): r for r in weak_additivity_rows(a, b, x, [lam])}
+    with torch.no_grad():
+        za, zb = a.hidden_features(x, pre=True)[layer - 1].double(), b.hidden_features(x, pre=True)[layer - 1].double()
+    cosines = []
+    n, c, h, w = za.shape
+    for i in range(n):
+        for p in range(h):
+            for q in range(w):
+                u, v = za[i, :, p, q], zb[i, :, p, q]
+                lhs = torch.relu(lam * u + (1 - lam) * v)
+                rhs = lam * torch.relu(u) + (1 - lam) * torch.relu(v)
+                if lhs.norm() == 0 and rhs.norm() == 0:
+                    cosines.append(1.0)
+                elif lhs.norm() == 0 or rhs.norm() == 0:
+                    cosines.append(0.0)
+                else:
+                    cosines.append(float(lhs @ rhs / (lhs.norm() * rhs.norm())))
+    assert len(cosines) == n * h * w and c == za.shape[1]
+    assert rows[(layer, lam)]["weak_additivity"] == pytest.approx(sum(cosines) / len(cosines), abs=1e-9)
+    assert rows[(layer, lam)]["weak_additivity"] < 0.999  # two independent nets: not trivially additive
+
+
+@pytest.mark.parametrize(("arch", "key", "layer"), [("vgg11", "convs.2.weight", 3),
+                                                    ("resnet20", "stages.1.0.conv2.weight", 9)])
+def test_conv_rank_of_a_planted_low_rank_kernel(arch, key, layer):
+    """A conv kernel set to Σ_k e_k f_kᵀ (two orthonormal directions of the (out, in·k·k) reshape, equal singular
+    values) has rank99 = erank = 2, in the row of its layer; model B's untouched kernel is near full rank."""
+    shape = (3, 16, 16) if arch == "vgg11" else (3, 8, 8)
+    spec = ModelSpec(arch=arch, in_shape=shape, num_classes=10, width=0.25, norm="batchnorm")
+    torch.manual_seed(13)
+    a, b = build_model(spec), build_model(spec)
+    w = dict(a.named_parameters())[key]
+    out, fan = w.shape[0], w[0].numel()
+    g = torch.Generator().manual_seed(14)
+    u, _ = torch.linalg.qr(torch.randn(out, 2, generator=g, dtype=torch.float64))
+    v, _ = torch.linalg.qr(torch.randn(fan, 2, generator=g, dtype=torch.float64))
+    with torch.no_grad():
+        w.copy_((3.0 * u @ v.T).reshape(w.shape).float())
+    row = next(r for r in weight_rank_rows(a, b) if r["weight"] == key)
+    assert row["layer"] == layer and row["min_dim"] == min(out, fan)
+    assert row["rank99_a"] == 2 and row["erank_a"] == pytest.approx(2.0, rel=1e-5)
+    assert row["erank_rel_a"] == pytest.approx(2.0 / min(out, fan), rel=1e-5)
+    assert row["erank_rel_b"] > 0.5 and row["rank99_b"] > 2
