@@ -7,6 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -96,8 +97,79 @@ def loss_barrier_raw_vs_calibrated(barriers: pd.DataFrame, definition: str = "en
     return fig
 
 
+def logit_norm_along_lambda(interp: pd.DataFrame, split: str = "test"):
+    """Plain-average path: mean logit norm relative to the endpoints' mean, beside LEWC's λ^D + (1−λ)^D (dashed),
+    and the same after temperature calibration (β · norm), one line per width."""
+    from lmcflow.claims.width import lewc_logit_ratio, n_weight_layers
+
+    df = interp[(interp.split == split) & (interp.method == "identity")].copy()
+    if df.empty or "logit_norm" not in df.columns or df.logit_norm.isna().all():
+        return _empty("logit norm along λ")
+    keys = ["study", "width", "weight_decay", "seed_a", "seed_b"]
+    df["scaled"] = df.beta * df.logit_norm
+    for col in ("logit_norm", "scaled"):
+        ends = df[df.lam.isin([0.0, 1.0])].groupby(keys)[col].mean().rename(f"{col}_ends")
+        df = df.join(ends, on=keys)
+        df[f"{col}_rel"] = df[col] / df[f"{col}_ends"]
+    df["width"] = df["width"].map(lambda w: f"{w:g}")
+    style = None
+    if df.weight_decay.nunique() > 1:
+        df, style = _with_wd(df), "weight decay"
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.4), sharey=False)
+    lam = np.linspace(0, 1, 101)
+    depths = sorted({n_weight_layers(a, d) for a, d in zip(df.arch, df.depth) if a in ("mlp", "vgg11", "resnet20")})
+    for ax, col, title in ((axes[0], "logit_norm_rel", "‖z(θ_λ)‖ / endpoints' mean"),
+                           (axes[1], "scaled_rel", "β(λ)·‖z(θ_λ)‖ / endpoints' mean (calibrated)")):
+        sns.lineplot(data=df, x="lam", y=col, hue="width", style=style, marker="o", errorbar=("pi", 100), ax=ax,
+                     palette="viridis")
+        for d in depths:
+            ax.plot(lam, lewc_logit_ratio(lam, d), color="black", ls="--", lw=1, label=f"LEWC λ^{d} + (1−λ)^{d}")
+        ax.axhline(1, color="grey", lw=0.8)
+        ax.set_xlabel("λ  (θ = (1−λ)θ_A + λθ_B)")
+        ax.set_ylabel(title)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Logit norm along the plain-average path ({split}; line: mean over pairs, band: min–max)", y=1.03)
+    fig.tight_layout()
+    return fig
+
+
+def paper_table1(t1: pd.DataFrame):
+    """Our midpoint error barrier at each width study's widest width (point and 95% CI) beside the paper's
+    Table-1 value: a filled marker where our row is a Table-1 row, a hollow one for the nearest row."""
+    if t1.empty:
+        return _empty("Table 1")
+    df = t1.copy()
+    df["row"] = [f"{r.arch} · {r.dataset} · {r.width:g}x · wd {r.weight_decay:g}" + ("" if r.bias else " · no bias")
+                 for r in df.itertuples()]
+    methods = [m for m in ("identity", "weight_matching") if m in set(df.method)]
+    rows = list(dict.fromkeys(df.row))
+    fig, axes = plt.subplots(1, len(methods), figsize=(5.2 * len(methods), 0.55 * len(rows) + 1.6), sharey=True,
+                             squeeze=False)
+    for ax, method in zip(axes[0], methods, strict=True):
+        m = df[df.method == method].set_index("row").reindex(rows)
+        y = np.arange(len(rows))
+        lo = (m.barrier - m.ci_low).fillna(0).clip(lower=0)
+        hi = (m.ci_high - m.barrier).fillna(0).clip(lower=0)
+        ax.errorbar(100 * m.barrier, y, xerr=[100 * lo, 100 * hi], fmt="o", color="C0", label="ours (95% CI)")
+        exact = m.paper_value.notna()
+        ax.scatter(100 * m.paper_value[exact], y[exact.to_numpy()], marker="D", color="C3", zorder=3,
+                   label="paper, Table 1 (same row)")
+        near = m.paper_value.isna() & m.reference_value.notna()
+        ax.scatter(100 * m.reference_value[near], y[near.to_numpy()], marker="D", facecolors="none",
+                   edgecolors="C3", zorder=3, label="paper, nearest Table-1 row")
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_yticks(y)
+        ax.set_yticklabels(rows, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("midpoint test error barrier (%)")
+        ax.set_title("plain average" if method == "identity" else "weight matching", fontsize=9)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle("Table 1 (Ito et al. 2026): error barrier at λ = ½, widest width", y=1.02)
+    fig.tight_layout()
+    return fig
+
+
 # --------------------------------------------------------------------------- identifiability paper
-import numpy as np  # noqa: E402
 
 
 def _sigma_axis(ax, values):
@@ -303,12 +375,15 @@ def lewc_vs_width(lm: pd.DataFrame):
     df, where = _off_half(lm)
     if df.empty:
         return _empty("LEWC vs width")
+    forms = {"lewc_cos": "LEWC  λ^l f_A + (1−λ)^l f_B", "llfc_cos": "LLFC  λ f_A + (1−λ) f_B",
+             "lewc_cos_perturbed": "LEWC of A and a random perturbation R of A (‖θ_R − θ_A‖ = ‖θ_B − θ_A‖)"}
     long = _with_wd(df).melt(id_vars=["width", "layer", "seed_a", "seed_b", "weight decay"],
-                             value_vars=["lewc_cos", "llfc_cos"], var_name="form", value_name="cosine")
-    long["form"] = long["form"].map({"lewc_cos": "LEWC  λ^l f_A + (1−λ)^l f_B", "llfc_cos": "LLFC  λ f_A + (1−λ) f_B"})
+                             value_vars=[c for c in forms if c in df.columns], var_name="form", value_name="cosine")
+    long["form"] = long["form"].map(forms)
     g = sns.relplot(data=long, x="width", y="cosine", hue="form", style="weight decay", col="layer", kind="line",
                     marker="o", errorbar=("pi", 100), height=3, aspect=1.1)
-    return _facet_widths(g, "mean cos(f_l(θ_λ), target)", f"LEWC vs LLFC, {where} (no permutation)")
+    return _facet_widths(g, "mean cos(f_l(θ_λ), target)", f"LEWC vs LLFC and the flatness control, {where} "
+                                                           f"(no permutation)")
 
 
 def cross_ratio_vs_width(lm: pd.DataFrame):
@@ -318,11 +393,15 @@ def cross_ratio_vs_width(lm: pd.DataFrame):
         df = df[df.layer >= 2]  # layer 1: both models read the same input, the ratios are 1 by definition
     if df.empty:
         return _empty("cross-norm ratio vs width")
+    df = df.assign(cross_transform_cos_permuted=(df.cross_transform_cos_permuted_a
+                                                 + df.cross_transform_cos_permuted_b) / 2)
+    names = {"cross_ratio_a": "‖W_A z_B‖/‖W_A z_A‖", "cross_ratio_b": "‖W_B z_A‖/‖W_B z_B‖",
+             "cross_cos": "cos(W_A z_B + W_B z_A, W_A z_A + W_B z_B)",
+             "cross_transform_cos": "cos((W_A + W_B)(z_A + z_B), W_A z_A + W_B z_B)",
+             "cross_transform_cos_permuted": "the same, each model with a relabelled copy of itself"}
     long = _with_wd(df).melt(id_vars=["width", "layer", "seed_a", "seed_b", "weight decay"],
-                             value_vars=["cross_ratio_a", "cross_ratio_b", "cross_cos"], var_name="quantity")
-    long["quantity"] = long["quantity"].map({"cross_ratio_a": "‖W_A z_B‖/‖W_A z_A‖",
-                                             "cross_ratio_b": "‖W_B z_A‖/‖W_B z_B‖",
-                                             "cross_cos": "cos(W_A z_B + W_B z_A, W_A z_A + W_B z_B)"})
+                             value_vars=list(names), var_name="quantity")
+    long["quantity"] = long["quantity"].map(names)
     g = sns.relplot(data=long, x="width", y="value", hue="quantity", style="weight decay", col="layer", kind="line",
                     marker="o", errorbar=("pi", 100), height=3, aspect=1.2)
     return _facet_widths(g, "value", "Reciprocal orthogonality vs width (no permutation)", zero=True)
@@ -336,12 +415,15 @@ def rank_vs_width(lm: pd.DataFrame):
     df["effective rank / min dim"] = (df.erank_rel_a + df.erank_rel_b) / 2
     df["rank99 / min dim"] = (df.rank99_frac_a + df.rank99_frac_b) / 2
     df["active fraction"] = (df.frac_active_a + df.frac_active_b) / 2
+    df["active Jaccard A, B"] = df.active_jaccard
+    df["Jaccard of independent sets"] = df.active_jaccard_independent
     long = _with_wd(df).melt(id_vars=["width", "layer", "seed_a", "seed_b", "weight decay"],
-                             value_vars=["effective rank / min dim", "rank99 / min dim", "active fraction"],
+                             value_vars=["effective rank / min dim", "rank99 / min dim", "active fraction",
+                                         "active Jaccard A, B", "Jaccard of independent sets"],
                              var_name="statistic")
     g = sns.relplot(data=long, x="width", y="value", hue="statistic", style="weight decay", col="layer",
                     kind="line", marker="o", errorbar=("pi", 100), height=3, aspect=1.2)
-    return _facet_widths(g, "fraction", "Low rank and neuron activity vs width")
+    return _facet_widths(g, "fraction", "Low rank, neuron activity and active-unit overlap vs width")
 
 
 def weight_decay_comparison(barriers: pd.DataFrame, lm: pd.DataFrame, definition: str = "entezari",

@@ -458,7 +458,8 @@ def aligned_pair(model_a: torch.nn.Module, model_b: torch.nn.Module, perms: dict
 def run_mechanism_block(point: Point, method: str, pairs: list, models: dict, alignment: list | None,
                         data_path: str, out: str, device: str = "auto") -> None:
     """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of every (aligned) seed
-    pair of a pair block, per hidden layer on the λ grid (``lmcflow.mechanism.layer_metrics``).
+    pair of a pair block, per hidden layer on the λ grid (``lmcflow.mechanism.layer_metrics``), with LEWC of A
+    and a random perturbation of A as far away as B (seeded by the pair).
 
     λ: ``analysis.mechanism.lambdas`` (paper convention, weight on θ_A) or the merge λ grid.
     Inputs: the first ``analysis.mechanism.samples`` test examples; BatchNorm statistics of every
@@ -483,7 +484,8 @@ def run_mechanism_block(point: Point, method: str, pairs: list, models: dict, al
         model_a, model_b, dense = aligned_pair(loaded[seed_a], loaded[seed_b], perms.get((seed_a, seed_b)))
         x_bn = (data.x["train"][:bn] if bn else data.x["train"]) if has_batchnorm(model_a) else None
         rows = layer_metrics(model_a, model_b, x, lambdas, batch_size=int(mp["batch_size"]), x_bn=x_bn,
-                             energy=float(mp["energy"]), active_threshold=float(mp["active_threshold"]))
+                             energy=float(mp["energy"]), active_threshold=float(mp["active_threshold"]),
+                             perturbation_seed=f"{seed_a}-{seed_b}")
         base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,
                 "energy": float(mp["energy"]), "n_samples": len(x), "dense_form": dense}
         for r in rows:
@@ -492,9 +494,11 @@ def run_mechanism_block(point: Point, method: str, pairs: list, models: dict, al
             out_rows.append({**base, **r})
             if abs(r["lam_paper"] - 0.5) < 1e-9:
                 log.info(f"[mechanism] pair ({seed_a},{seed_b}) layer {r['layer']} λ=½: lewc={r['lewc_cos']:.4f} "
-                         f"llfc={r['llfc_cos']:.4f} weak_add={r['weak_additivity']:.4f} cross_ratio="
-                         f"({r['cross_ratio_a']:.3f},{r['cross_ratio_b']:.3f}) erank_rel=({r['erank_rel_a']:.3f},"
-                         f"{r['erank_rel_b']:.3f}) jaccard={r['active_jaccard']:.3f}")
+                         f"(perturbed A: {r['lewc_cos_perturbed']:.4f}) llfc={r['llfc_cos']:.4f} "
+                         f"weak_add={r['weak_additivity']:.4f} cross_ratio=({r['cross_ratio_a']:.3f},"
+                         f"{r['cross_ratio_b']:.3f}) cross_transform_cos={r['cross_transform_cos']:.4f} "
+                         f"erank_rel=({r['erank_rel_a']:.3f},{r['erank_rel_b']:.3f}) "
+                         f"jaccard={r['active_jaccard']:.3f} (independent {r['active_jaccard_independent']:.3f})")
         log.info(f"[mechanism] {point.study}/{point.point} pair ({seed_a},{seed_b}) method={method} done in "
                  f"{time.perf_counter() - t0:.1f}s")
     write_table(out, "layer_metrics", out_rows)

@@ -24,33 +24,55 @@ endpoint models whose features enter the LEWC/LLFC targets (as ``evaluate_path``
 treats every point of the curve alike; the caller's models are not modified).
 The other metrics use the endpoint models as given.
 
-Notation: f_l(θ) ∈ R^{n_l} post-activation features of hidden layer l (conv
-features flattened per sample to C·H·W), z̃_l(θ) the pre-activations (the input
-of the activation function, i.e. after the norm layer), W_l the weight of the
-layer producing hidden layer l, z_{l−1}(θ) its input (f_{l−1}; the flattened
-input x for l = 1; for VGG the max-pooled f_{l−1} where a pool follows). The
-per-sample cosine is cos(u, v) = <u, v> / (‖u‖‖v‖), with cos = 1 when both
-vectors are exactly 0 and cos = 0 when only one is. "mean_x" is the mean over
-the samples of ``x``.
+Units and samples. A hidden layer's units are its neurons (MLP) or its **channels** (conv nets). A
+feature tensor of shape (N, C, H, W) is read as N·H·W samples of C-dimensional unit vectors (every
+pixel of every input is a sample: ``unit_rows``), a tensor (N, D) as N samples of D units. Every
+cosine below is computed per such sample ("row") and averaged over all rows; norms pooled "over
+samples × units" run over every entry. For the MLP a row is an input, as before.
 
-Same-run nulls. π is a fixed seeded permutation of the samples (``sample_permutation``): evaluating
+Residual networks (ResNet-20). The layers are the convolutions of the main path, in order: the stem,
+then for each of the nine blocks its first convolution (feature: the block interior
+ReLU(BN(conv1(s)))) and its second (feature: the residual stream after the block,
+ReLU(BN(conv2(h)) + shortcut(s)); pre-activation: BN(conv2(h)) + shortcut(s)) — 19 layers, the
+entries of ``ResNet20.hidden_features``. Each layer's input z_{l−1} is the previous entry (the stream
+for conv1, the interior for conv2), and W_l is that convolution alone: an identity shortcut is linear
+and adds no cross term (s_A + s_B passes unchanged), the three 1×1 projection shortcuts are not
+measured. LEWC's exponent l is the main-path depth (stem 1, block b's interior 2b, its output 2b + 1);
+a shortcut carries shallower paths (with exact weak additivity and orthogonality the residual branch is
+weighted λ² relative to the shortcut), so for ResNet-20 LEWC with this exponent is an approximation and
+the width claims read it for plain nets (MLP, VGG-11).
+
+Notation: f_l(θ) ∈ R^{n_l} post-activation features of hidden layer l (per row), z̃_l(θ) the
+pre-activations (the input of the activation function, i.e. after the norm layer), W_l the weight of
+the layer producing hidden layer l, z_{l−1}(θ) its input (f_{l−1}; the input x for l = 1; for VGG
+the max-pooled f_{l−1} where a pool follows; for ResNet-20 see above). cos(u, v) = <u, v> / (‖u‖‖v‖)
+per row, with cos = 1 when both vectors are exactly 0 and cos = 0 when only one is. "mean_x" is the
+mean over the rows of ``x``'s features.
+
+Same-run nulls. π is a fixed seeded permutation of the inputs (``sample_permutation``): evaluating
 one model at π(x) while the other stays at x breaks the pairing of samples between A and B and keeps
 everything else (both models, both feature distributions) — the independent baseline of a cosine
-between the two models' features. P_A, P_B are fixed seeded permutations of a layer's input units
-(``unit_permutation``): P_A z_A is model A's own representation at random unit positions.
+between the two models' features. P_A, P_B are fixed seeded permutations of a layer's input units and
+Q_A, Q_B of its output units (``unit_permutation``): P_A z_A is model A's own representation at random
+unit positions. R is model A moved by a random perturbation of the size of θ_B − θ_A
+(``perturbed_state``): per parameter tensor k, θ_R,k = θ_A,k + δ_k with δ_k = g_k ‖θ_B,k − θ_A,k‖ / ‖g_k‖,
+g_k standard Gaussian (seeded); buffers (BatchNorm statistics, masks) are A's. Interpolating A with R
+walks the same distance as the merge, in a direction that carries no second network.
 
 1. LEWC and LLFC (``lewc_rows``; any model with ``hidden_features``)
-       lewc_cos          = mean_x cos( f_l(θ_λ)(x), λ^l f_l(θ_a)(x) + (1 − λ)^l f_l(θ_b)(x) )
-       lewc_cos_shuffled = the same with the features of the model with the larger LEWC weight at π(x):
-                           f_l(θ_b)(π x) for λ ≤ ½, f_l(θ_a)(π x) for λ > ½ (shuffling the minor term
-                           would leave the target almost unchanged, and the null uninformative)
-       llfc_cos          = mean_x cos( f_l(θ_λ), λ f_l(θ_a) + (1 − λ) f_l(θ_b) )
-   For ResNet-20 l is the index in hidden_features, which is not the depth of a
-   residual path; LEWC's exponent is only meaningful for plain nets.
+       lewc_cos           = mean_x cos( f_l(θ_λ)(x), λ^l f_l(θ_a)(x) + (1 − λ)^l f_l(θ_b)(x) )
+       lewc_cos_shuffled  = the same with the features of the model with the larger LEWC weight at π(x):
+                            f_l(θ_b)(π x) for λ ≤ ½, f_l(θ_a)(π x) for λ > ½ (shuffling the minor term
+                            would leave the target almost unchanged, and the null uninformative)
+       llfc_cos           = mean_x cos( f_l(θ_λ), λ f_l(θ_a) + (1 − λ) f_l(θ_b) )
+       lewc_cos_perturbed = lewc_cos of the pair (A, R): LEWC along a path of the same length into a random
+                            direction (``layer_metrics``). A flat loss landscape around A would make the merged
+                            model work without LEWC; a high lewc_cos together with a low lewc_cos_perturbed says
+                            the merge works because of B, not because any nearby point would.
 
 2. Weak additivity of the activation σ (ReLU in the paper; the model's own
    ``act`` is used) on the endpoint models' pre-activations
-   (``weak_additivity_rows``; needs ``hidden_features(x, pre=True)``, i.e. MLP):
+   (``weak_additivity_rows``; needs ``hidden_features(x, pre=True)``: MLP, VGG-11, ResNet-20):
        weak_additivity      = mean_x cos( σ(λ z̃_a + (1−λ) z̃_b), λ σ(z̃_a) + (1−λ) σ(z̃_b) )
        weak_additivity_lewc = mean_x cos( σ(λ^l z̃_a + (1−λ)^l z̃_b), λ^l σ(z̃_a) + (1−λ)^l σ(z̃_b) )
        weak_additivity_shuffled = weak_additivity with z̃_b(π x) in place of z̃_b(x)
@@ -63,17 +85,24 @@ between the two models' features. P_A, P_B are fixed seeded permutations of a la
        ref = (α σ_s κ(α/σ_s) + β σ_s κ(β/σ_s)) / sqrt(σ_s²/2 · ((α²+β²)/2 + αβ/π))
    which at λ = ½ is (3/4 + 1/π)/sqrt(1 + 1/π) = 0.93044.
 
-3. Reciprocal orthogonality (``reciprocal_orthogonality_rows``; MLP and VGG-11),
-   with W z the linear part of the layer (``layer(z) − layer(0)``, no bias), norms
-   pooled over the samples (‖·‖_F over samples × units, so all-zero samples do
-   not produce 0/0):
+3. Reciprocal orthogonality (``reciprocal_orthogonality_rows``; MLP, VGG-11, ResNet-20), with W z the
+   linear part of the layer (``layer(z) − layer(0)``, no bias), norms pooled over the rows (‖·‖_F over
+   samples × units, so all-zero rows do not produce 0/0):
        cross_ratio_a = ‖W_a z_b‖_F / ‖W_a z_a‖_F,    cross_ratio_b = ‖W_b z_a‖_F / ‖W_b z_b‖_F
-       cross_cos     = mean_x cos( W_a z_b + W_b z_a, W_a z_a + W_b z_b )
+       cross_cos     = mean_x cos( W_a z_b + W_b z_a, W_a z_a + W_b z_b )                    (→ 0 with width)
+       cross_transform_cos = mean_x cos( (W_a + W_b)(z_a + z_b), W_a z_a + W_b z_b )         (→ 1 with width)
        cross_ratio_permuted_a = ‖W_a P_A z_a‖_F / ‖W_a z_a‖_F,   cross_ratio_permuted_b = ‖W_b P_B z_b‖_F / ‖W_b z_b‖_F
-   At l = 1 both models read the same input, so the ratios are 1 and cross_cos
-   is 1 by definition (layer 1 has no cross term in LEWC). The permuted ratios are
-   each model against a randomly relabelled copy of itself: the orthogonality that
-   the model's low rank alone produces for inputs with its own statistics.
+       cross_transform_cos_permuted_a = the cross-transformation cosine of A with its relabelled copy A'
+                     (z_A' = P_A z_a, W_A' = Q_A W_a P_Aᵀ, so W_A' z_A' = Q_A W_a z_a):
+                     mean_x cos( W_a z_a + Q_A W_a z_a + W_a P_A z_a + Q_A W_a P_Aᵀ z_a, W_a z_a + Q_A W_a z_a );
+                     cross_transform_cos_permuted_b likewise for B
+   The cross-transformation cosine is the quantity of the paper's orthogonality figure that goes to 1:
+   the merged layer (W_a + W_b) acting on the merged input (z_a + z_b) equals the sum of the models' own
+   transformations when the cross terms vanish; at λ = ½ it is the LEWC form of layer l before the
+   activation (θ_½'s weight is ½(W_a + W_b), LEWC's input ½^(l−1)(z_a + z_b); the cosine ignores the scale).
+   At l = 1 both models read the same input, so the ratios are 1 and cross_cos is 1 by definition (layer 1
+   has no cross term in LEWC). The permuted quantities are each model against a randomly relabelled copy of
+   itself: the orthogonality that the model's low rank alone produces for inputs with its own statistics.
 
 4. Low rank (``weight_rank_rows``): for each model's W_l reshaped to
    (out, in·k·k) with singular values s_1 ≥ … ≥ s_r, r = min(shape):
@@ -81,7 +110,10 @@ between the two models' features. P_A, P_B are fixed seeded permutations of a la
        erank       = exp(−Σ_i p_i log p_i),  p_i = s_i / Σ_j s_j   (Roy & Vetterli 2007; 0 log 0 = 0)
        erank_rel   = erank / r
    (``energy`` changes 0.99.) The stored ``.weight`` is used, not an effective
-   masked weight of a symmetry-breaking layer. Reference (``random_rank_reference``):
+   masked weight of a symmetry-breaking layer. Singular values are computed in float64 on the weight's
+   device (``singular_values``: from the eigenvalues of the smaller Gram matrix) and memoised by the weight's
+   bytes (a model enters n − 1 pairs). Reference
+   (``random_rank_reference``):
        erank_rel_random, rank99_frac_random = the same for a seeded standard Gaussian
        matrix of W_l's shape (scaled down to at most 1024 rows and columns with the same
        aspect ratio, where the relative ranks are within ~1% of their Marchenko–Pastur
@@ -92,12 +124,18 @@ between the two models' features. P_A, P_B are fixed seeded permutations of a la
    each model. Unit i is *active* when m_i > τ · max_j m_j (τ = ``threshold``,
    default 1e-3: RMS activity above ~3.2 % of the layer's most active unit).
        active_jaccard = |act_a ∩ act_b| / |act_a ∪ act_b|   (NaN if both empty)
-   computed on unit indices, so B must already be aligned to A. Rows also carry
-   n_active_{a,b}, frac_active_{a,b} and the mean/max of m in each model.
+       active_jaccard_independent = E|act_a ∩ act_b| / E|act_a ∪ act_b| for active sets of the same sizes placed
+                     independently at random: with n units, e = n_a n_b / n, it is e / (n_a + n_b − e)
+   computed on unit indices, so B must already be aligned to A. The second is the overlap that chance
+   alone gives two sets of these sizes: active sets that avoid each other ("non-overlap") lie below it,
+   sets that share units (aligned neurons) above it. Rows also carry n_active_{a,b}, frac_active_{a,b}
+   and the mean/max of m in each model.
 """
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
 import inspect
 import math
 
@@ -130,6 +168,19 @@ def per_sample_cosine(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.where((nu == 0) & (nv == 0), torch.ones_like(cos), cos)
 
 
+def unit_rows(t: torch.Tensor) -> torch.Tensor:
+    """A feature tensor as (samples, units): (N, D) unchanged; (N, C, H, W) as N·H·W rows of C channels."""
+    if t.dim() <= 2:
+        return t.reshape(len(t), -1)
+    return t.movedim(1, -1).reshape(-1, t.shape[1])
+
+
+def row_cosine(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``per_sample_cosine`` of the unit vectors of every row (``unit_rows``): one cosine per input, or per
+    pixel of every input for conv features."""
+    return per_sample_cosine(unit_rows(u), unit_rows(v))
+
+
 def _model_device(model: nn.Module) -> torch.device:
     p = next(iter(model.state_dict().values()), None)
     return p.device if p is not None else torch.device("cpu")
@@ -146,7 +197,8 @@ def sample_permutation(n: int, seed: int = 0) -> torch.Tensor:
 
 
 def unit_permutation(n: int, role: str, layer: int, seed: int = 0) -> torch.Tensor:
-    """P_A / P_B (``role`` "a" / "b"): a fixed seeded permutation of the n input units of hidden layer ``layer``."""
+    """P_A / P_B (``role`` "a" / "b"): a fixed seeded permutation of the n input units of hidden layer ``layer``;
+    Q_A / Q_B (``role`` "a-out" / "b-out"): of its n output units."""
     return torch.randperm(n, generator=generator("mechanism-self-permutation", seed, role, layer, n))
 
 
@@ -174,41 +226,71 @@ def _interpolated_models(model_a, model_b, lambdas, x_bn=None) -> list[nn.Module
     return out
 
 
+def perturbed_state(model_a: nn.Module, model_b: nn.Module, seed=0) -> dict:
+    """θ_R = θ_A + δ: every parameter tensor k moved by δ_k = g_k ‖θ_B,k − θ_A,k‖/‖g_k‖, g_k standard Gaussian
+    from ``generator("mechanism-perturbation", seed, k)``; buffers (BatchNorm statistics, masks) are A's."""
+    params = dict(model_a.named_parameters())
+    sd_b = model_b.state_dict()
+    out = {}
+    for name, value in model_a.state_dict().items():
+        if name not in params or not value.is_floating_point():
+            out[name] = value.clone()
+            continue
+        g = torch.randn(value.shape, generator=generator("mechanism-perturbation", seed, name),
+                        dtype=torch.float64)
+        size = (sd_b[name].double() - value.double()).norm().cpu()
+        gn = g.norm()
+        delta = g * (size / gn) if gn > 0 else torch.zeros_like(g)
+        out[name] = (value.double() + delta.to(value.device)).to(value.dtype)
+    return out
+
+
+def perturbed_copy(model_a: nn.Module, model_b: nn.Module, seed=0) -> nn.Module:
+    """Model R (``perturbed_state``): A moved as far as B, into a random direction."""
+    r = copy.deepcopy(model_a)
+    r.load_state_dict(perturbed_state(model_a, model_b, seed))
+    return r.eval()
+
+
 # --------------------------------------------------------------------------- 1. LEWC / LLFC
 @torch.no_grad()
 def lewc_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambdas, batch_size: int = 500,
-              x_bn: torch.Tensor | None = None) -> list[dict]:
-    """Rows {layer, lam_paper, lam_path, lewc_cos, lewc_cos_shuffled, llfc_cos} (see module doc, §1)."""
+              x_bn: torch.Tensor | None = None, shuffled: bool = True) -> list[dict]:
+    """Rows {layer, lam_paper, lam_path, lewc_cos, lewc_cos_shuffled, llfc_cos} (see module doc, §1);
+    ``shuffled=False`` skips the null (NaN) and its forward passes."""
     model_a.eval()
     model_b.eval()
-    lambdas = [float(l) for l in lambdas]
+    lambdas = [float(v) for v in lambdas]
     models = _interpolated_models(model_a, model_b, lambdas, x_bn)
     if x_bn is not None:  # endpoints get re-estimated statistics too, like every θ_λ
         model_a, model_b = _interpolated_models(model_a, model_b, [1.0, 0.0], x_bn)
     dev = _model_device(model_a)
-    sums = None
-    n = 0
+    sums, rows_seen = None, None
     for xb, xp in _shuffled_batches(x, batch_size, dev):
         fa, fb = model_a.hidden_features(xb), model_b.hidden_features(xb)
-        fa_p, fb_p = model_a.hidden_features(xp), model_b.hidden_features(xp)
+        fa_p, fb_p = (model_a.hidden_features(xp), model_b.hidden_features(xp)) if shuffled else (fa, fb)
         if sums is None:
             sums = torch.zeros(len(lambdas), len(fa), 3, dtype=torch.float64)
+            rows_seen = torch.zeros(len(fa), dtype=torch.float64)
+        for j, f in enumerate(fa):
+            rows_seen[j] += len(unit_rows(f))
         for k, (lam, m) in enumerate(zip(lambdas, models)):
             for j, fl in enumerate(m.hidden_features(xb)):
-                l = j + 1
-                wa, wb = lam ** l, (1 - lam) ** l
+                wa, wb = lam ** (j + 1), (1 - lam) ** (j + 1)
                 lewc = wa * fa[j] + wb * fb[j]
-                null = wa * fa[j] + wb * fb_p[j] if lam <= 0.5 else wa * fa_p[j] + wb * fb[j]
                 llfc = lam * fa[j] + (1 - lam) * fb[j]
-                sums[k, j, 0] += per_sample_cosine(fl, lewc).sum().cpu()
-                sums[k, j, 1] += per_sample_cosine(fl, null).sum().cpu()
-                sums[k, j, 2] += per_sample_cosine(fl, llfc).sum().cpu()
-        n += len(xb)
+                sums[k, j, 0] += row_cosine(fl, lewc).sum().cpu()
+                if shuffled:
+                    null = wa * fa[j] + wb * fb_p[j] if lam <= 0.5 else wa * fa_p[j] + wb * fb[j]
+                    sums[k, j, 1] += row_cosine(fl, null).sum().cpu()
+                sums[k, j, 2] += row_cosine(fl, llfc).sum().cpu()
     rows = []
     for k, lam in enumerate(lambdas):
         for j in range(sums.shape[1]):
+            n = rows_seen[j]
             rows.append({"layer": j + 1, **_lam_cols(lam), "lewc_cos": float(sums[k, j, 0] / n),
-                         "lewc_cos_shuffled": float(sums[k, j, 1] / n), "llfc_cos": float(sums[k, j, 2] / n)})
+                         "lewc_cos_shuffled": float(sums[k, j, 1] / n) if shuffled else float("nan"),
+                         "llfc_cos": float(sums[k, j, 2] / n)})
     return rows
 
 
@@ -243,34 +325,35 @@ def weak_additivity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor
     the Gaussian references}."""
     if not (_supports_pre(model_a) and _supports_pre(model_b)):
         raise NotImplementedError(f"{type(model_a).__name__}.hidden_features has no pre=True path; "
-                                  f"weak additivity needs pre-activations (available for the MLP)")
+                                  f"weak additivity needs pre-activations (MLP, VGG-11, ResNet-20 have them)")
     model_a.eval()
     model_b.eval()
     act = getattr(model_a, "act", None) or nn.ReLU()
-    lambdas = [float(l) for l in lambdas]
+    lambdas = [float(v) for v in lambdas]
     dev = _model_device(model_a)
-    sums, n = None, 0
+    sums, rows_seen = None, None
     for xb, xp in _shuffled_batches(x, batch_size, dev):
         za, zb = model_a.hidden_features(xb, pre=True), model_b.hidden_features(xb, pre=True)
         zb_p = model_b.hidden_features(xp, pre=True)
         if sums is None:
             sums = torch.zeros(len(lambdas), len(za), 3, dtype=torch.float64)
+            rows_seen = torch.zeros(len(za), dtype=torch.float64)
         for j, (a, b, bp) in enumerate(zip(za, zb, zb_p)):
-            l = j + 1
-            a, b, bp = a.double(), b.double(), bp.double()
+            depth = j + 1
+            a, b, bp = unit_rows(a).double(), unit_rows(b).double(), unit_rows(bp).double()
+            rows_seen[j] += len(a)
             ra, rb, rbp = act(a), act(b), act(bp)
             for k, lam in enumerate(lambdas):
-                for c, (wa, wb) in enumerate(((lam, 1 - lam), (lam ** l, (1 - lam) ** l))):
+                for c, (wa, wb) in enumerate(((lam, 1 - lam), (lam ** depth, (1 - lam) ** depth))):
                     sums[k, j, c] += per_sample_cosine(act(wa * a + wb * b), wa * ra + wb * rb).sum().cpu()
                 sums[k, j, 2] += per_sample_cosine(act(lam * a + (1 - lam) * bp),
                                                    lam * ra + (1 - lam) * rbp).sum().cpu()
-        n += len(xb)
     rows = []
     for k, lam in enumerate(lambdas):
         for j in range(sums.shape[1]):
-            l = j + 1
-            gl = (lam ** l, (1 - lam) ** l)
-            rows.append({"layer": l, **_lam_cols(lam),
+            depth, n = j + 1, rows_seen[j]
+            gl = (lam ** depth, (1 - lam) ** depth)
+            rows.append({"layer": depth, **_lam_cols(lam),
                          "weak_additivity": float(sums[k, j, 0] / n),
                          "weak_additivity_shuffled": float(sums[k, j, 2] / n),
                          "weak_additivity_lewc": float(sums[k, j, 1] / n),
@@ -282,8 +365,8 @@ def weak_additivity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor
 
 # --------------------------------------------------------------------------- 3. reciprocal orthogonality
 def _weight_layers_and_inputs(model: nn.Module, x: torch.Tensor):
-    """(modules producing each hidden layer, their inputs z_{l−1}) for MLP and VGG-11."""
-    from lmcflow.models import MLP, VGG11
+    """(modules producing each hidden layer, their inputs z_{l−1}) for MLP, VGG-11 and ResNet-20."""
+    from lmcflow.models import MLP, VGG11, ResNet20
 
     feats = model.hidden_features(x)
     if isinstance(model, MLP):
@@ -292,62 +375,110 @@ def _weight_layers_and_inputs(model: nn.Module, x: torch.Tensor):
         inputs = [x] + [F.max_pool2d(f, 2, ceil_mode=True) if pool else f
                         for f, pool in zip(feats[:-1], model.pool_after[:-1])]
         return list(model.convs), inputs
-    raise NotImplementedError(f"reciprocal orthogonality is implemented for MLP and VGG11, not "
-                              f"{type(model).__name__} (residual blocks have no single W_l z_(l-1))")
+    if isinstance(model, ResNet20):  # main-path convolutions; each reads the previous hidden feature (module doc)
+        convs = [model.stem] + [c for blocks in model.stages for block in blocks for c in (block.conv1, block.conv2)]
+        return convs, [x] + feats[:-1]
+    raise NotImplementedError(f"reciprocal orthogonality is implemented for MLP, VGG11 and ResNet20, not "
+                              f"{type(model).__name__}")
 
 
 def _linear_part(layer: nn.Module, z: torch.Tensor) -> torch.Tensor:
     return layer(z) - layer(torch.zeros_like(z[:1]))
 
 
+ORTHOGONALITY_COLUMNS = ("cross_ratio_a", "cross_ratio_b", "cross_cos", "cross_transform_cos",
+                         "cross_ratio_permuted_a", "cross_ratio_permuted_b", "cross_transform_cos_permuted_a",
+                         "cross_transform_cos_permuted_b")
+
+
 @torch.no_grad()
 def reciprocal_orthogonality_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor,
                                   batch_size: int = 500) -> list[dict]:
-    """Rows {layer, cross_ratio_a, cross_ratio_b, cross_cos, cross_ratio_permuted_a, cross_ratio_permuted_b}
-    (see module doc, §3)."""
+    """Rows {layer, cross_ratio_a, cross_ratio_b, cross_cos, cross_transform_cos, cross_ratio_permuted_a,
+    cross_ratio_permuted_b, cross_transform_cos_permuted_a, cross_transform_cos_permuted_b} (module doc, §3)."""
     model_a.eval()
     model_b.eval()
     dev = _model_device(model_a)
-    acc, n, perms = None, 0, {}
+    acc, rows_seen, perms = None, None, {}
     for xb in _batches(x, batch_size, dev):
         la, za = _weight_layers_and_inputs(model_a, xb)
         lb, zb = _weight_layers_and_inputs(model_b, xb)
         if acc is None:
-            acc = torch.zeros(len(la), 7, dtype=torch.float64)
-            perms = {(role, j): unit_permutation(z[j].shape[1], role, j + 1).to(dev)
-                     for role, z in (("a", za), ("b", zb)) for j in range(len(la))}
+            acc = torch.zeros(len(la), 10, dtype=torch.float64)
+            rows_seen = torch.zeros(len(la), dtype=torch.float64)
+            for role, layers, z in (("a", la, za), ("b", lb, zb)):
+                for j in range(len(layers)):
+                    p = unit_permutation(z[j].shape[1], role, j + 1).to(dev)
+                    n_out = _linear_part(layers[j], z[j][:1]).shape[1]
+                    perms[role, j] = (p, torch.argsort(p), unit_permutation(n_out, f"{role}-out", j + 1).to(dev))
         for j in range(len(la)):
             aa, ab = _linear_part(la[j], za[j]).double(), _linear_part(la[j], zb[j]).double()
             bb, ba = _linear_part(lb[j], zb[j]).double(), _linear_part(lb[j], za[j]).double()
-            ap = _linear_part(la[j], za[j][:, perms["a", j]]).double()
-            bp = _linear_part(lb[j], zb[j][:, perms["b", j]]).double()
+            rows_seen[j] += len(unit_rows(aa))
             acc[j, 0] += ab.pow(2).sum().cpu()
             acc[j, 1] += aa.pow(2).sum().cpu()
             acc[j, 2] += ba.pow(2).sum().cpu()
             acc[j, 3] += bb.pow(2).sum().cpu()
-            acc[j, 4] += per_sample_cosine(ab + ba, aa + bb).sum().cpu()
-            acc[j, 5] += ap.pow(2).sum().cpu()
-            acc[j, 6] += bp.pow(2).sum().cpu()
-        n += len(xb)
+            acc[j, 4] += row_cosine(ab + ba, aa + bb).sum().cpu()
+            acc[j, 5] += row_cosine(aa + bb + ab + ba, aa + bb).sum().cpu()
+            for c, (role, layer, z, own) in enumerate((("a", la[j], za[j], aa), ("b", lb[j], zb[j], bb))):
+                p, p_inv, q = perms[role, j]
+                moved = _linear_part(layer, z[:, p]).double()  # W P z: the copy's input read by the model
+                back = _linear_part(layer, z[:, p_inv]).double()[:, q]  # Q W Pᵀ z: the model's input read by the copy
+                direct = own + own[:, q]
+                acc[j, 6 + c] += moved.pow(2).sum().cpu()
+                acc[j, 8 + c] += row_cosine(direct + moved + back, direct).sum().cpu()
 
     def ratio(num, den):
         return float((num / den).sqrt()) if den > 0 else float("nan")
 
     rows = []
     for j in range(acc.shape[0]):
-        s = acc[j]
+        s, n = acc[j], rows_seen[j]
         rows.append({"layer": j + 1, "cross_ratio_a": ratio(s[0], s[1]), "cross_ratio_b": ratio(s[2], s[3]),
-                     "cross_cos": float(s[4] / n), "cross_ratio_permuted_a": ratio(s[5], s[1]),
-                     "cross_ratio_permuted_b": ratio(s[6], s[3])})
+                     "cross_cos": float(s[4] / n), "cross_transform_cos": float(s[5] / n),
+                     "cross_ratio_permuted_a": ratio(s[6], s[1]), "cross_ratio_permuted_b": ratio(s[7], s[3]),
+                     "cross_transform_cos_permuted_a": float(s[8] / n),
+                     "cross_transform_cos_permuted_b": float(s[9] / n)})
     return rows
 
 
 # --------------------------------------------------------------------------- 4. low rank
+_RANK_CACHE: dict = {}
+_RANK_CACHE_SIZE = 512
+
+
 def rank_stats(weight: torch.Tensor, energy: float = DEFAULT_ENERGY) -> dict:
-    """rank99 (k for ``energy`` of Σs²), its fraction of min(shape), entropy effective rank and its fraction."""
-    w = weight.detach().double().reshape(weight.shape[0], -1)
+    """rank99 (k for ``energy`` of Σs²), its fraction of min(shape), entropy effective rank and its fraction.
+
+    Memoised by the weight's bytes: every model enters n − 1 pairs of a pair block, and a permuted copy has the
+    same singular values but other bytes (it is recomputed, correctly)."""
+    w = weight.detach().reshape(weight.shape[0], -1)
+    raw = w.contiguous().flatten().cpu().view(torch.uint8).numpy().tobytes()
+    key = (hashlib.sha256(raw).hexdigest(), tuple(w.shape), str(w.dtype), float(energy))
+    if key not in _RANK_CACHE:
+        if len(_RANK_CACHE) >= _RANK_CACHE_SIZE:
+            _RANK_CACHE.pop(next(iter(_RANK_CACHE)))
+        _RANK_CACHE[key] = _rank_stats(w, float(energy))
+    return dict(_RANK_CACHE[key])
+
+
+def singular_values(w: torch.Tensor) -> torch.Tensor:
+    """Singular values (descending, float64, on the CPU) of a 2-D matrix, as the square roots of the eigenvalues of
+    its smaller Gram matrix (W Wᵀ or Wᵀ W) in float64 on the matrix's device: s² as rank99 uses them, 3–4x faster
+    than an SVD on the CPU and a symmetric eigenproblem on a GPU. Eigenvalues below the Gram's rounding floor
+    max(shape)·ε·λ_max count as 0 (singular values below ~1e-7·√max(shape)·s_max, which no relative rank here
+    resolves; an exactly rank-deficient matrix keeps its rank)."""
+    w = w.double()
+    gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+    ev = torch.linalg.eigvalsh(gram).flip(0)
+    floor = max(w.shape) * torch.finfo(torch.float64).eps * ev[0].clamp_min(0)
+    return torch.where(ev > floor, ev, torch.zeros_like(ev)).sqrt().cpu()
+
+
+def _rank_stats(w: torch.Tensor, energy: float) -> dict:
     r = min(w.shape)
-    s = torch.linalg.svdvals(w.cpu())
+    s = singular_values(w)
     if s.sum() == 0:
         return {"rank99": 0, "rank99_frac": float("nan"), "erank": float("nan"), "erank_rel": float("nan"),
                 "min_dim": r}
@@ -380,15 +511,21 @@ def hidden_layer_weights(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
     raise NotImplementedError(f"no hidden-layer weight list for {type(model).__name__}")
 
 
-def random_rank_reference(shape: tuple, energy: float = DEFAULT_ENERGY, max_dim: int = 1024) -> dict:
-    """erank_rel and rank99_frac of a seeded standard Gaussian matrix of ``shape`` (out, in·k·k), scaled
-    down to at most ``max_dim`` rows and columns with the same aspect ratio."""
+@functools.lru_cache(maxsize=256)
+def _random_rank_reference(shape: tuple, energy: float, max_dim: int) -> tuple:
     rows, cols = int(shape[0]), int(math.prod(shape[1:]))
     scale = min(1.0, max_dim / max(rows, cols))
     rows, cols = max(1, round(rows * scale)), max(1, round(cols * scale))
     g = generator("mechanism-random-matrix", rows, cols)
-    st = rank_stats(torch.randn(rows, cols, generator=g, dtype=torch.float64), energy)
-    return {"erank_rel_random": st["erank_rel"], "rank99_frac_random": st["rank99_frac"]}
+    st = _rank_stats(torch.randn(rows, cols, generator=g, dtype=torch.float64), energy)
+    return st["erank_rel"], st["rank99_frac"]
+
+
+def random_rank_reference(shape: tuple, energy: float = DEFAULT_ENERGY, max_dim: int = 1024) -> dict:
+    """erank_rel and rank99_frac of a seeded standard Gaussian matrix of ``shape`` (out, in·k·k), scaled
+    down to at most ``max_dim`` rows and columns with the same aspect ratio."""
+    erank_rel, rank99_frac = _random_rank_reference(tuple(int(d) for d in shape), float(energy), int(max_dim))
+    return {"erank_rel_random": erank_rel, "rank99_frac_random": rank99_frac}
 
 
 def weight_rank_rows(model_a: nn.Module, model_b: nn.Module, energy: float = DEFAULT_ENERGY) -> list[dict]:
@@ -432,9 +569,17 @@ def active_units(m2: torch.Tensor, threshold: float = DEFAULT_ACTIVE_THRESHOLD) 
     return m2 > threshold * top
 
 
+def independent_jaccard(n_a: int, n_b: int, n: int) -> float:
+    """E|A ∩ B| / E|A ∪ B| for sets of n_a and n_b of n units placed independently at random (NaN if both empty)."""
+    inter = n_a * n_b / n if n else 0.0
+    union = n_a + n_b - inter
+    return inter / union if union > 0 else float("nan")
+
+
 def neuron_activity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor,
                          threshold: float = DEFAULT_ACTIVE_THRESHOLD, batch_size: int = 500) -> list[dict]:
-    """Rows {layer, n_units, n_active_{a,b}, frac_active_{a,b}, active_jaccard, m2_mean_{a,b}, m2_max_{a,b}}."""
+    """Rows {layer, n_units, n_active_{a,b}, frac_active_{a,b}, active_jaccard, active_jaccard_independent,
+    m2_mean_{a,b}, m2_max_{a,b}} (module doc, §5)."""
     ma, mb = second_moments(model_a, x, batch_size), second_moments(model_b, x, batch_size)
     rows = []
     for j, (a, b) in enumerate(zip(ma, mb)):
@@ -444,6 +589,7 @@ def neuron_activity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor
                      "n_active_a": int(act_a.sum()), "n_active_b": int(act_b.sum()),
                      "frac_active_a": float(act_a.float().mean()), "frac_active_b": float(act_b.float().mean()),
                      "active_jaccard": int((act_a & act_b).sum()) / union if union else float("nan"),
+                     "active_jaccard_independent": independent_jaccard(int(act_a.sum()), int(act_b.sum()), len(a)),
                      "m2_mean_a": float(a.mean()), "m2_mean_b": float(b.mean()),
                      "m2_max_a": float(a.max()), "m2_max_b": float(b.max()), "active_threshold": threshold})
     return rows
@@ -452,13 +598,17 @@ def neuron_activity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor
 # --------------------------------------------------------------------------- all together
 def layer_metrics(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambdas, batch_size: int = 500,
                   x_bn: torch.Tensor | None = None, energy: float = DEFAULT_ENERGY,
-                  active_threshold: float = DEFAULT_ACTIVE_THRESHOLD) -> list[dict]:
+                  active_threshold: float = DEFAULT_ACTIVE_THRESHOLD, perturbation_seed=0) -> list[dict]:
     """One row per (layer, λ) with every metric above; λ-independent metrics repeat on each λ.
 
-    Metrics an architecture does not support (weak additivity without pre-activations,
-    reciprocal orthogonality for ResNet-20) are NaN.
+    ``lewc_cos_perturbed`` is ``lewc_cos`` of A and ``perturbed_copy(A, B, perturbation_seed)``. Metrics an
+    architecture does not support (weak additivity without pre-activations, reciprocal orthogonality outside
+    MLP / VGG-11 / ResNet-20) are NaN.
     """
     rows = lewc_rows(model_a, model_b, x, lambdas, batch_size, x_bn)
+    perturbed = lewc_rows(model_a, perturbed_copy(model_a, model_b, perturbation_seed), x, lambdas, batch_size, x_bn,
+                          shuffled=False)
+    perturbed = {(r["layer"], r["lam_paper"]): r["lewc_cos"] for r in perturbed}
     try:
         extra_lam = weak_additivity_rows(model_a, model_b, x, lambdas, batch_size)
     except NotImplementedError:
@@ -477,13 +627,13 @@ def layer_metrics(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambd
     for r in neuron_activity_rows(model_a, model_b, x, active_threshold, batch_size):
         by_layer.setdefault(r["layer"], {}).update(r)
     lam_extra = {(r["layer"], r["lam_paper"]): r for r in extra_lam}
-    nan_cols = ("cross_ratio_a", "cross_ratio_b", "cross_cos", "cross_ratio_permuted_a", "cross_ratio_permuted_b")
     out = []
     for r in rows:
         row = dict(r)
+        row["lewc_cos_perturbed"] = perturbed[(r["layer"], r["lam_paper"])]
         row.update({k: v for k, v in lam_extra[(r["layer"], r["lam_paper"])].items() if k not in row})
         row.update({k: v for k, v in by_layer.get(r["layer"], {}).items() if k not in row})
-        for k in nan_cols:
+        for k in ORTHOGONALITY_COLUMNS:
             row.setdefault(k, float("nan"))
         out.append(row)
     return out
@@ -495,17 +645,22 @@ __all__ = [
     "active_units",
     "gaussian_weak_additivity",
     "hidden_layer_weights",
+    "independent_jaccard",
     "layer_metrics",
     "lewc_rows",
     "neuron_activity_rows",
     "paper_interpolation",
     "per_sample_cosine",
+    "perturbed_copy",
+    "perturbed_state",
     "random_rank_reference",
     "rank_stats",
     "reciprocal_orthogonality_rows",
+    "row_cosine",
     "sample_permutation",
     "second_moments",
     "unit_permutation",
+    "unit_rows",
     "weak_additivity_rows",
     "weight_rank_rows",
 ]

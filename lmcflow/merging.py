@@ -36,12 +36,13 @@ def interpolate_state(sd_a: dict, sd_b: dict, lam: float) -> dict:
 def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train_eval_size=None,
                   bn_reset_size=None, reset_bn: bool = True, batched: bool | None = None,
                   max_stack_bytes: int | None = None) -> list[dict]:
-    """Loss/accuracy of θλ on train and test, raw and temperature-calibrated.
+    """Loss/accuracy of θλ on train and test, raw and temperature-calibrated, and the mean logit norm.
 
     For every λ one inverse temperature β is fitted on the validation split; the
     calibrated loss on each split uses that β. BatchNorm statistics of θλ are
     re-estimated on training data at every λ (reset_bn=True; including the
-    endpoints, so every point of the curve is treated alike).
+    endpoints, so every point of the curve is treated alike). ``logit_norm`` is the mean over the split's
+    examples of the L2 norm of θλ's output (``logit_norm``), from the same outputs as the loss.
 
     ``batched=True`` evaluates the λ-interpolated models stacked, several λ per forward pass
     (``torch.func.vmap`` over the stacked weights; BatchNorm statistics re-estimated per λ exactly as
@@ -92,12 +93,17 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
                 cal = cross_entropy_at(out, ys, beta) if not math.isnan(beta) else float("nan")
                 rows.append({"lam": lam, "split": split, "loss": m["loss"], "acc": m["acc"],
                              "error": 1.0 - m["acc"] if task == "classification" else float("nan"),
-                             "calibrated_loss": cal, "beta": beta})
+                             "calibrated_loss": cal, "beta": beta, "logit_norm": logit_norm(out)})
             test = rows[-1]
             log.info(f"[merge] λ {start + j + 1}/{len(lambdas)} = {lam:.2f}: test loss={test['loss']:.4f} "
                 f"err={test['error']:.4f} cal_loss={test['calibrated_loss']:.4f} β={beta:.3f} "
                 f"({seconds + time.perf_counter() - t1:.1f}s{f', {len(lams)} λ stacked' if len(lams) > 1 else ''})")
     return rows
+
+
+def logit_norm(out: torch.Tensor) -> float:
+    """Mean over examples of ‖z(x)‖₂ of a model's outputs (N, C), in float64."""
+    return float(out.double().norm(dim=1).mean()) if len(out) else float("nan")
 
 
 def lambda_chunk(model: nn.Module, x_example: torch.Tensor, n_lambdas: int, max_stack_bytes: int | None = None,

@@ -136,20 +136,21 @@ class VGG11(nn.Module):
         self.head = make_linear(c, spec.num_classes, spec.bias, sym, i)
         self.act = ACTIVATIONS[spec.activation]()
 
-    def _blocks(self, x):
+    def _blocks(self, x, pre: bool = False):
         for conv, norm, gate, pool in zip(self.convs, self.norms, self.gates, self.pool_after):
-            x = gate(self.act(norm(conv(x))))
-            yield x
+            z = norm(conv(x))
+            x = gate(self.act(z))
+            yield z if pre else x
             if pool:
                 # ceil_mode lets 28x28 inputs (MNIST) pass five poolings: 28-14-7-4-2-1.
                 x = F.max_pool2d(x, 2, ceil_mode=True)
 
-    def hidden_features(self, x: torch.Tensor) -> list[torch.Tensor]:
-        return list(self._blocks(x))
+    def hidden_features(self, x: torch.Tensor, pre: bool = False) -> list[torch.Tensor]:
+        """Post-activations (or with ``pre=True`` the pre-activations, after the norm layer) of every conv."""
+        return list(self._blocks(x, pre))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for h in self._blocks(x):  # noqa: B007 - the last block's output is the logits
-            pass
+        *_, h = self._blocks(x)
         h = F.max_pool2d(h, 2, ceil_mode=True) if self.pool_after[-1] else h
         return self.head(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
 
@@ -172,12 +173,17 @@ class BasicBlock(nn.Module):
                 _norm2d(spec.norm, c_out, spec.norm_groups),
             )
 
-    def forward(self, x, features: list | None = None):
-        h = self.gate(self.act(self.norm1(self.conv1(x))))
+    def forward(self, x, features: list | None = None, pre: bool = False):
+        z1 = self.norm1(self.conv1(x))
+        h = self.gate(self.act(z1))
         if features is not None:
-            features.append(h)  # block interior
+            features.append(z1 if pre else h)  # block interior
         s = x if self.shortcut is None else self.shortcut(x)
-        return self.act(self.norm2(self.conv2(h)) + s)
+        z2 = self.norm2(self.conv2(h)) + s
+        out = self.act(z2)
+        if features is not None:
+            features.append(z2 if pre else out)  # residual stream after the block
+        return out
 
 
 class ResNet20(nn.Module):
@@ -200,20 +206,22 @@ class ResNet20(nn.Module):
             self.stages.append(blocks)
         self.head = make_linear(c, spec.num_classes, spec.bias, sym, idx)
 
-    def _run(self, x, features):
-        x = self.act(self.stem_norm(self.stem(x)))
+    def _run(self, x, features, pre: bool = False):
+        z = self.stem_norm(self.stem(x))
+        x = self.act(z)
         if features is not None:
-            features.append(x)
+            features.append(z if pre else x)
         for blocks in self.stages:
             for block in blocks:
-                x = block(x, features)
-                if features is not None:
-                    features.append(x)  # residual stream
+                x = block(x, features, pre)
         return x
 
-    def hidden_features(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def hidden_features(self, x: torch.Tensor, pre: bool = False) -> list[torch.Tensor]:
+        """Post-activations of the stem, then of every block's interior and of the residual stream after it
+        (19 entries); ``pre=True``: the inputs of those activations (stem and interior: after the norm layer;
+        the stream: norm2(conv2(h)) + shortcut)."""
         feats: list[torch.Tensor] = []
-        self._run(x, feats)
+        self._run(x, feats, pre)
         return feats
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -115,6 +115,19 @@ def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, defin
     figures.save_figure(figures.error_along_lambda(i), outputs["lambda_png"], outputs["lambda_pdf"])
     figures.save_figure(figures.loss_barrier_raw_vs_calibrated(b, definition), outputs["calib_png"],
                         outputs["calib_pdf"])
+    figures.save_figure(figures.logit_norm_along_lambda(i), outputs["logit_png"], outputs["logit_pdf"])
+
+
+def run_paper_table1(barrier_paths: list, studies: dict, out: str, out_png: str, out_pdf: str) -> None:
+    """``paper_table1`` (``lmcflow.table1``) from the width studies' barrier tables, and its figure."""
+    from lmcflow.table1 import table1_rows
+
+    df = write_table(out, "paper_table1", table1_rows(concat_tables(list(barrier_paths), "barriers"), studies))
+    figures.save_figure(figures.paper_table1(df), out_png, out_pdf)
+    for r in df.to_dict("records"):
+        log.info(f"[table1] {r['study']} {r['method']} width {r['width']:g} weight decay {r['weight_decay']:g}: "
+                 f"{100 * r['barrier']:.2f}% [{100 * r['ci_low']:.2f}, {100 * r['ci_high']:.2f}] "
+                 f"(n_seeds={r['n_seeds']}); paper {100 * r['reference_value']:.2f}% — {r['reference']}")
 
 
 def run_identifiability_figures(matching_path: str, lmc_path: str, outputs: dict) -> None:

@@ -35,7 +35,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     ],
     "interpolation": POINT_COLUMNS + PAIR_COLUMNS + [
         ("lam", "float64"), ("split", "string"), ("loss", "float64"), ("acc", "float64"),
-        ("error", "float64"), ("calibrated_loss", "float64"), ("beta", "float64"),
+        ("error", "float64"), ("calibrated_loss", "float64"), ("beta", "float64"), ("logit_norm", "float64"),
     ],
     "barriers": POINT_COLUMNS + PAIR_COLUMNS + [
         ("split", "string"), ("metric", "string"), ("calibrated", "bool"),
@@ -233,17 +233,35 @@ TABLES.update({
     "layer_metrics": POINT_COLUMNS + PAIR_COLUMNS + [
         ("layer", "int64"), ("lam_paper", "float64"), ("lam_path", "float64"),
         ("lewc_cos", "float64"), ("lewc_cos_shuffled", "float64"), ("llfc_cos", "float64"),
+        ("lewc_cos_perturbed", "float64"),
         ("weak_additivity", "float64"), ("weak_additivity_shuffled", "float64"), ("weak_additivity_lewc", "float64"),
         ("weak_additivity_gaussian", "float64"), ("weak_additivity_lewc_gaussian", "float64"),
         ("cross_ratio_a", "float64"), ("cross_ratio_b", "float64"), ("cross_cos", "float64"),
+        ("cross_transform_cos", "float64"),
         ("cross_ratio_permuted_a", "float64"), ("cross_ratio_permuted_b", "float64"),
+        ("cross_transform_cos_permuted_a", "float64"), ("cross_transform_cos_permuted_b", "float64"),
         ("weight_key", "string"), ("min_dim", "int64"),
         ("rank99_a", "int64"), ("rank99_b", "int64"), ("rank99_frac_a", "float64"), ("rank99_frac_b", "float64"),
         ("erank_a", "float64"), ("erank_b", "float64"), ("erank_rel_a", "float64"), ("erank_rel_b", "float64"),
         ("erank_rel_random", "float64"), ("rank99_frac_random", "float64"),
         ("n_units", "int64"), ("n_active_a", "int64"), ("n_active_b", "int64"),
         ("frac_active_a", "float64"), ("frac_active_b", "float64"), ("active_jaccard", "float64"),
+        ("active_jaccard_independent", "float64"),
         ("m2_mean_a", "float64"), ("m2_mean_b", "float64"), ("m2_max_a", "float64"), ("m2_max_b", "float64"),
         ("active_threshold", "float64"), ("energy", "float64"), ("n_samples", "int64"), ("dense_form", "bool"),
+    ],
+})
+
+
+# --------------------------------------------------------------------------- the width paper's Table 1 beside ours
+TABLES.update({
+    # one row per width study × weight-decay arm × merge method (identity, weight_matching) at the arm's widest
+    # width: our midpoint test error barrier with its seed-level CI and the paper's Table-1 value beside it
+    "paper_table1": [
+        ("study", "string"), ("dataset", "string"), ("arch", "string"), ("bias", "bool"), ("width", "float64"),
+        ("weight_decay", "float64"), ("method", "string"), ("barrier", "float64"), ("ci_low", "float64"),
+        ("ci_high", "float64"), ("ci_method", "string"), ("n_seeds", "int64"), ("n_pairs", "int64"),
+        ("paper_value", "float64"), ("paper_row", "string"), ("paper_width", "float64"),
+        ("reference_value", "float64"), ("reference", "string"),
     ],
 })

@@ -123,7 +123,7 @@ class _Checker:
     def table_rule(self, path: Path) -> str:
         kind = path.stem
         if path.resolve().parent == (self.v.results / "tables").resolve():
-            return "claims_table" if kind == "claims" else "result_table"
+            return {"claims": "claims_table", "paper_table1": "paper_table1"}.get(kind, "result_table")
         return STUDY_TABLE_RULES.get(kind, "study_table")
 
     def table(self, path: Path, reader: str = "") -> None:

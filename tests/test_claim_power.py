@@ -1,4 +1,4 @@
-"""Every claim can pass and can fail: for each of the 14 claims, tables built so that the claim holds give
+"""Every claim can pass and can fail: for each of the 17 claims, tables built so that the claim holds give
 ``supported`` and tables built to violate it give ``not_supported``, through the real registry and claim
 functions on tables with the real schemas (6 seeds, per-seed effects plus noise)."""
 import pytest
@@ -45,7 +45,7 @@ def lewc(holds):
     def values(width, layer, lam_paper):
         v = lewc_[width]
         return {"lewc_cos": v, "lewc_cos_shuffled": 0.3 if holds else 0.7,
-                "llfc_cos": v - 0.03 if holds else v + 0.02}
+                "llfc_cos": v - 0.03 if holds else v + 0.02, "lewc_cos_perturbed": 0.5 if holds else v + 0.01}
     rows = pair_rows({"width": WIDTHS, "layer": [2, 3], "lam_paper": [0.25, 0.75]}, values, Noise(**SD))
     return {"layer_metrics": table("layer_metrics", rows)}
 
@@ -105,6 +105,39 @@ def random_permutation(holds):
     return {"barriers": table("barriers", rows)}
 
 
+def cross_transformation_cosine(holds):
+    cos = by_width((0.8, 0.9, 0.97) if holds else (0.8, 0.75, 0.7))
+    permuted = by_width((0.82, 0.92, 0.98) if holds else (0.95, 0.95, 0.95))
+    rows = pair_rows({"width": WIDTHS, "layer": [2, 3], "lam_paper": [0.5]},
+                     lambda width, **_: {"cross_transform_cos": cos[width], "cross_transform_cos_permuted_a":
+                                         permuted[width], "cross_transform_cos_permuted_b": permuted[width],
+                                         "cross_ratio_a": 0.3}, Noise(**SD))
+    return {"layer_metrics": table("layer_metrics", rows)}
+
+
+LAMS = tuple(i / 10 for i in range(11))
+
+
+def logit_norm_decay(holds):
+    """MLP with 2 hidden layers (D = 3 weight layers): LEWC's decay λ³ + (1−λ)³ of the logit norm and a β that
+    undoes it (holds), or logits that do not shrink while β still grows (violated)."""
+    def values(width, lam):
+        lewc = lam ** 3 + (1 - lam) ** 3
+        norm = 10.0 * (lewc if holds else 1.0)
+        return {"logit_norm": norm, "beta": 0.8 / lewc}
+    rows = pair_rows({"width": WIDTHS, "lam": LAMS}, values, Noise(**SD), arch="mlp", depth=2)
+    return {"interpolation": table("interpolation", rows)}
+
+
+def active_neuron_overlap(holds):
+    jac = by_width((0.8, 0.5, 0.2) if holds else (0.9, 0.92, 0.95))
+    independent = by_width((0.7, 0.45, 0.25) if holds else (0.5, 0.5, 0.5))
+    rows = pair_rows({"width": WIDTHS, "layer": [1, 2], "lam_paper": [0.5]},
+                     lambda width, **_: {"active_jaccard": jac[width], "active_jaccard_independent": independent[width],
+                                         "frac_active_a": 0.5}, Noise(**SD))
+    return {"layer_metrics": table("layer_metrics", rows)}
+
+
 # --------------------------------------------------------------------------- identifiability paper
 SIGMAS = (0.0, 0.3, 1.0, 3.0)
 
@@ -160,11 +193,13 @@ CASES = {
     "random-permutation": random_permutation, "sigma-f-identity": sigma_f_identity,
     "sigma-f-unaligned-barrier": sigma_f_unaligned_barrier, "intrinsic-dimension": intrinsic_dimension,
     "subspace-coherence": subspace_coherence, "identifiability-tradeoff": identifiability_tradeoff,
+    "cross-transformation-cosine": cross_transformation_cosine, "logit-norm-decay": logit_norm_decay,
+    "active-neuron-overlap": active_neuron_overlap,
 }
 
 
 def test_every_claim_has_a_power_case():
-    assert sorted(CASES) == sorted(REGISTRY) and len(CASES) == 14
+    assert sorted(CASES) == sorted(REGISTRY) and len(CASES) == 17
 
 
 @pytest.mark.parametrize("cid", sorted(CASES))

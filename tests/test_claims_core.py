@@ -26,8 +26,8 @@ JSON_KEYS = {"format", "claim_id", "paper", "statement", "study", "studies", "ve
              "reported", "paper_values", "scale", "params", "details"}
 
 
-def test_registry_holds_the_fourteen_claims_of_both_papers():
-    assert len(REGISTRY) == 14
+def test_registry_holds_the_seventeen_claims_of_both_papers():
+    assert len(REGISTRY) == 17
     papers = {c.paper.split(" et al.")[0] for c in REGISTRY.values()}
     assert papers == {"Ito", "Bürgin"}
     for c in REGISTRY.values():
@@ -42,7 +42,8 @@ def test_every_threshold_says_where_it_comes_from():
 
 
 def test_every_mechanism_claim_has_a_control():
-    for cid in ("lewc", "weak-additivity", "reciprocal-orthogonality", "low-rank"):
+    for cid in ("lewc", "weak-additivity", "reciprocal-orthogonality", "low-rank", "cross-transformation-cosine",
+                "active-neuron-overlap"):
         res = verdict(cid, CASES[cid](True))
         assert res["controls"] and all(c["verdict"] == "supported" for c in res["controls"]), cid
 
@@ -120,15 +121,20 @@ def test_claims_need_their_methods_arms_and_seeds():
     check(cfg)  # selecting the arm that exists is enough
 
 
-def test_only_table1_claims_read_several_studies():
+def test_width_claims_read_several_studies_identifiability_claims_one():
+    """Every width claim may read several studies (Table 1's rows; the MLP with and without biases; VGG-11 beside
+    the MLP for the weak weight-decay ablation); the identifiability claims read one."""
     cfg = copy.deepcopy(TINY)
     cfg["studies"]["width_b"] = copy.deepcopy(cfg["studies"]["width"])
-    cfg["claims"]["weight-matching-no-gain"]["study"] = ["width", "width_b"]
+    for cid in cfg["claims"]:
+        cfg["claims"][cid]["study"] = ["width", "width_b"]
     check(cfg)
-    cfg["claims"]["lewc"]["study"] = ["width", "width_b"]
-    with pytest.raises(ConfigError, match="claims.lewc.study: this claim reads one study"):
-        check(cfg)
-    cfg["claims"]["lewc"]["study"] = "width"
+    ident = yaml.safe_load((REPO / "tests/configs/tiny_identifiability.yaml").read_text())
+    ident["studies"]["sym_b"] = copy.deepcopy(ident["studies"]["sym"])
+    ident["claims"]["sigma-f-identity"]["study"] = ["sym", "sym_b"]
+    with pytest.raises(ConfigError, match="claims.sigma-f-identity.study: this claim reads one study"):
+        check(ident)
+    cfg["claims"] = {k: {**v, "study": "width"} for k, v in cfg["claims"].items()}
     cfg["claims"]["weight-matching-no-gain"]["study"] = ["width", "widht"]
     with pytest.raises(ConfigError, match="'widht' is not a study"):
         check(cfg)

@@ -75,10 +75,76 @@ def test_low_rank_counts_the_less_low_rank_model_of_a_pair():
     assert verdict("low-rank", {"layer_metrics": table("layer_metrics", rows(0.8))})["verdict"] != "supported"
 
 
+def test_lewc_is_not_flatness():
+    """Tables where LEWC holds in every other respect, but A with a random perturbation as far away as B gives the
+    same cosine (a flat landscape): the flatness control fails the claim."""
+    tables = lewc_tables(True)
+    lm = tables["layer_metrics"].assign(lewc_cos_perturbed=lambda d: d.lewc_cos + 0.005)
+    res = verdict("lewc", {"layer_metrics": lm})
+    tests = {t["name"]: t["verdict"] for t in res["criteria"]}
+    assert res["verdict"] == "not_supported" and tests["lewc_minus_perturbed"] == "not_supported"
+    assert all(v == "supported" for k, v in tests.items() if k != "lewc_minus_perturbed")
+    assert {c["control"] for c in res["controls"]} >= {"random perturbation of A of the size of θ_B − θ_A"}
+
+
+def test_logit_norm_decay_needs_layers_without_normalisation():
+    from lmcflow.claims import REGISTRY
+    from lmcflow.config import ConfigError, Point
+
+    claim_ = REGISTRY["logit-norm-decay"]
+    plain = [Point("s", f"w{w}", "cifar10", [0, 1], model={"arch": "vgg11", "width": w}) for w in (1.0, 2.0)]
+    claim_.check_config("logit-norm-decay", {"study": "s"}, "s", {"seeds": [0, 1], "sweep": {"model.width": [1, 2]}},
+                        plain)
+    bn = [Point("s", f"w{w}", "cifar10", [0, 1], model={"arch": "vgg11", "width": w, "norm": "batchnorm"})
+          for w in (1.0, 2.0)]
+    with pytest.raises(ConfigError, match="logit decay .* assumes layers without normalisation"):
+        claim_.check_config("logit-norm-decay", {"study": "s"}, "s",
+                            {"seeds": [0, 1], "sweep": {"model.width": [1, 2]}}, bn)
+
+
+def test_logit_norm_decay_is_exact_for_a_copy_in_disjoint_units(small_data):
+    """B computes A's function on the other half of the units, without biases: LEWC holds exactly, the merged logits
+    are (λ^D + (1−λ)^D) z_A, and the exponent fitted to evaluate_path's logit norms is D = depth + 1."""
+    from lmcflow.claims.width import fitted_decay_exponent, lewc_logit_ratio
+    from lmcflow.config import lambda_grid
+    from lmcflow.merging import evaluate_path
+    from lmcflow.models import ModelSpec, build_model
+    from lmcflow.training import train
+
+    depth, half = 2, 8
+    small = build_model(ModelSpec("mlp", (20,), 4, width=1.0, depth=depth, base_width=half, bias=False))
+    train(small, small_data, {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "epochs": 3,
+                              "batch_size": 64, "schedule": "constant", "precision": "fp32"}, 0, torch.device("cpu"))
+    spec = ModelSpec("mlp", (20,), 4, width=1.0, depth=depth, base_width=2 * half, bias=False)
+    a, b = build_model(spec), build_model(spec)
+    with torch.no_grad():  # the trained network on units 0..7 (A) and on units 8..15 (B)
+        for la, lb, ls in zip([*a.layers, a.head], [*b.layers, b.head], [*small.layers, small.head], strict=True):
+            la.weight.zero_()
+            lb.weight.zero_()
+            rows_a = slice(None) if ls is small.head else slice(0, half)
+            rows_b = slice(None) if ls is small.head else slice(half, 2 * half)
+            cols_a = slice(None) if ls is small.layers[0] else slice(0, half)
+            cols_b = slice(None) if ls is small.layers[0] else slice(half, 2 * half)
+            la.weight[rows_a, cols_a] = ls.weight
+            lb.weight[rows_b, cols_b] = ls.weight
+    rows = evaluate_path(build_model(spec), a.state_dict(), b.state_dict(), small_data, lambda_grid(11))
+    test = [r for r in rows if r["split"] == "test"]
+    lam = [r["lam"] for r in test]
+    ratio = [r["logit_norm"] / test[0]["logit_norm"] for r in test]
+    assert ratio == pytest.approx(list(lewc_logit_ratio(lam, depth + 1)), rel=1e-5)
+    assert fitted_decay_exponent(lam, ratio) == pytest.approx(depth + 1, abs=1e-3)
+    # calibration undoes it: the fitted β of the merged model scales its logits back to the endpoints' level
+    mid = test[5]
+    assert mid["loss"] > test[0]["loss"] + 0.05 and mid["error"] == test[0]["error"]  # same argmax, worse loss
+    assert mid["beta"] * mid["logit_norm"] == pytest.approx(test[0]["beta"] * test[0]["logit_norm"], rel=1e-3)
+    assert mid["calibrated_loss"] == pytest.approx(test[0]["calibrated_loss"], rel=1e-4)
+
+
 # --------------------------------------------------------------------------- unrelated networks must fail
 N_SEEDS = 4
 MECH_WIDTHS = (0.25, 1.0)
-MECHANISM_CLAIMS = ("lewc", "weak-additivity", "reciprocal-orthogonality", "low-rank")
+MECHANISM_CLAIMS = ("lewc", "weak-additivity", "reciprocal-orthogonality", "low-rank", "cross-transformation-cosine",
+                    "active-neuron-overlap")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Width-paper mechanism metrics (lmcflow.mechanism) on constructed cases with known answers."""
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -10,14 +11,18 @@ from torch import nn
 from lmcflow.mechanism import (
     active_units,
     gaussian_weak_additivity,
+    independent_jaccard,
     layer_metrics,
     lewc_rows,
     neuron_activity_rows,
     paper_interpolation,
     per_sample_cosine,
+    perturbed_state,
     random_rank_reference,
     rank_stats,
     reciprocal_orthogonality_rows,
+    row_cosine,
+    unit_rows,
     weak_additivity_rows,
     weight_rank_rows,
 )
@@ -208,6 +213,18 @@ def test_rank_stats_known_matrices():
     assert rank_stats(w)["rank99"] == 1
 
 
+def test_singular_values_from_the_gram_matrix_equal_the_svd():
+    from lmcflow.mechanism import singular_values
+
+    g = torch.Generator().manual_seed(4)
+    for shape in ((40, 25), (25, 40), (30, 30)):
+        w = torch.randn(shape, generator=g, dtype=torch.float64)
+        torch.testing.assert_close(singular_values(w), torch.linalg.svdvals(w), rtol=1e-10, atol=1e-10)
+    low = torch.randn(30, 3, generator=g, dtype=torch.float64) @ torch.randn(3, 20, generator=g, dtype=torch.float64)
+    s = singular_values(low)
+    assert (s[3:] == 0).all() and torch.allclose(s[:3], torch.linalg.svdvals(low)[:3], rtol=1e-10)
+
+
 def test_weight_rank_rows_per_layer():
     a, b = disjoint_pair()
     rows = weight_rank_rows(a, b)
@@ -235,9 +252,10 @@ def test_layer_metrics_rows_for_every_architecture():
     a, b = disjoint_pair()
     rows = layer_metrics(a, b, x_gauss(), [0.0, 0.5, 1.0])
     assert len(rows) == DEPTH * 3
-    assert {"layer", "lam_paper", "lam_path", "lewc_cos", "lewc_cos_shuffled", "llfc_cos", "weak_additivity",
-            "weak_additivity_shuffled", "cross_ratio_a", "cross_ratio_permuted_a", "rank99_frac_a", "erank_rel_b",
-            "erank_rel_random", "active_jaccard"} <= set(rows[0])
+    assert {"layer", "lam_paper", "lam_path", "lewc_cos", "lewc_cos_shuffled", "llfc_cos", "lewc_cos_perturbed",
+            "weak_additivity", "weak_additivity_shuffled", "cross_ratio_a", "cross_ratio_permuted_a",
+            "cross_transform_cos", "cross_transform_cos_permuted_a", "rank99_frac_a", "erank_rel_b",
+            "erank_rel_random", "active_jaccard", "active_jaccard_independent"} <= set(rows[0])
     assert "lam" not in rows[0]
     for arch, shape in (("vgg11", (3, 16, 16)), ("resnet20", (3, 8, 8))):
         torch.manual_seed(0)
@@ -246,11 +264,206 @@ def test_layer_metrics_rows_for_every_architecture():
         x = torch.randn(16, *shape)
         rows = layer_metrics(ma, mb, x, [0.5, 1.0], batch_size=8, x_bn=x)
         n_layers = len(ma.hidden_features(x[:2]))
-        assert len(rows) == 2 * n_layers
+        assert len(rows) == 2 * n_layers and n_layers == (8 if arch == "vgg11" else 19)
         top = [r for r in rows if r["lam_paper"] == 1.0]
         assert all(r["lewc_cos"] == pytest.approx(1.0, abs=1e-6) for r in top)  # θ_1 = θ_a
-        assert all(math.isnan(r["weak_additivity"]) for r in rows)
-        if arch == "vgg11":
-            assert all(0 <= r["cross_ratio_a"] for r in rows)
-        else:
-            assert all(math.isnan(r["cross_ratio_a"]) and math.isnan(r["cross_ratio_permuted_b"]) for r in rows)
+        for col in ("weak_additivity", "weak_additivity_shuffled", "cross_ratio_a", "cross_ratio_permuted_b",
+                    "cross_transform_cos", "cross_transform_cos_permuted_a", "lewc_cos_perturbed", "erank_rel_a"):
+            assert all(math.isfinite(r[col]) for r in rows), (arch, col)
+
+
+# --------------------------------------------------------------------------- conv nets: channels as units
+def test_unit_rows_read_pixels_as_samples():
+    t = torch.arange(2 * 3 * 2 * 2, dtype=torch.float64).reshape(2, 3, 2, 2)
+    rows = unit_rows(t)
+    assert rows.shape == (8, 3)
+    assert torch.equal(rows[1], t[0, :, 0, 1]) and torch.equal(rows[6], t[1, :, 1, 0])
+    assert unit_rows(torch.ones(4, 5)).shape == (4, 5)
+    # per pixel, not per flattened map: the two maps agree at one pixel and are orthogonal at the other
+    u = torch.zeros(1, 2, 1, 2)
+    v = torch.zeros(1, 2, 1, 2)
+    u[0, :, 0, 0], v[0, :, 0, 0] = torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])
+    u[0, :, 0, 1], v[0, :, 0, 1] = torch.tensor([10.0, 0.0]), torch.tensor([0.0, 10.0])
+    torch.testing.assert_close(row_cosine(u, v), torch.tensor([1.0, 0.0], dtype=torch.float64))
+    assert per_sample_cosine(u, v).item() == pytest.approx(1 / 101)  # the flattened map would say ~0.01
+
+
+def _planted(arch: str, half: int, seed: int = 0):
+    """A bias-free, norm-free conv net whose every convolution reads and writes only its own half of the channels
+    (``half`` 0 or 1; the first convolution reads every input channel), so two nets of opposite halves have
+    W_A z_B = W_B z_A = 0 beyond the first layer: planted orthogonal subspaces."""
+    shape = (3, 16, 16) if arch == "vgg11" else (3, 8, 8)
+    torch.manual_seed(seed)
+    m = build_model(ModelSpec(arch=arch, in_shape=shape, num_classes=10, width=0.25, bias=False, norm="none")).eval()
+    g = torch.Generator().manual_seed(100 + seed)
+
+    def own(n):
+        return slice(0, n // 2) if half == 0 else slice(n // 2, n)
+
+    with torch.no_grad():
+        for name, mod in m.named_modules():
+            if not isinstance(mod, (nn.Conv2d, nn.Linear)):
+                continue
+            w = torch.zeros_like(mod.weight)
+            out_, in_ = mod.weight.shape[:2]
+            first = name in ("convs.0", "stem")
+            rows = slice(None) if name == "head" else own(out_)
+            cols = slice(None) if first else own(in_)
+            block = w[rows, cols]
+            fan_in = block[0].numel()
+            w[rows, cols] = torch.randn(block.shape, generator=g) * math.sqrt(2.0 / fan_in)
+            mod.weight.copy_(w)
+    return m, shape
+
+
+@pytest.mark.parametrize("arch", ["vgg11", "resnet20"])
+def test_conv_net_with_itself(arch):
+    """A model paired with itself: every cosine is 1, the cross-norm ratios are 1, every unit is shared."""
+    torch.manual_seed(1)
+    shape = (3, 16, 16) if arch == "vgg11" else (3, 8, 8)
+    m = build_model(ModelSpec(arch=arch, in_shape=shape, num_classes=10, width=0.25, norm="batchnorm")).eval()
+    x = torch.randn(24, *shape, generator=torch.Generator().manual_seed(2))
+    rows = layer_metrics(m, copy.deepcopy(m), x, [0.25, 0.5], batch_size=12, x_bn=x)
+    for r in rows:
+        for col in ("lewc_cos", "llfc_cos", "weak_additivity", "weak_additivity_lewc", "cross_cos",
+                    "cross_transform_cos"):
+            assert r[col] == pytest.approx(1.0, abs=1e-9), (r["layer"], col, r[col])
+        assert r["cross_ratio_a"] == pytest.approx(1.0) and r["cross_ratio_b"] == pytest.approx(1.0)
+        assert r["active_jaccard"] == 1.0
+
+
+@pytest.mark.parametrize("arch", ["vgg11", "resnet20"])
+def test_conv_planted_orthogonal_subspaces(arch):
+    (a, shape), (b, _) = _planted(arch, 0, seed=0), _planted(arch, 1, seed=1)
+    x = torch.randn(12, *shape, generator=torch.Generator().manual_seed(3))
+    ro = {r["layer"]: r for r in reciprocal_orthogonality_rows(a, b, x, batch_size=6)}
+    assert len(ro) == len(a.hidden_features(x[:1]))
+    assert ro[1]["cross_ratio_a"] == pytest.approx(1.0)  # the first convolution reads the same input
+    for layer in range(2, len(ro) + 1):
+        r = ro[layer]
+        assert r["cross_ratio_a"] == 0.0 and r["cross_ratio_b"] == 0.0, (layer, r)
+        assert r["cross_transform_cos"] == pytest.approx(1.0, abs=1e-12)
+    # each model against a relabelled copy of itself: about half its activity lands on channels its weights ignore
+    deep = [ro[layer] for layer in range(2, len(ro) + 1)]
+    assert sum(r["cross_ratio_permuted_a"] for r in deep) / len(deep) > 0.3
+    assert sum(r["cross_transform_cos_permuted_a"] for r in deep) / len(deep) < 0.99
+    for r in weak_additivity_rows(a, b, x, [0.25, 0.5]):
+        assert r["weak_additivity"] == pytest.approx(1.0, abs=1e-9)
+    for r in neuron_activity_rows(a, b, x):
+        assert r["active_jaccard"] == 0.0 and r["active_jaccard_independent"] > 0
+    if arch == "vgg11":  # plain net, bias-free, disjoint: LEWC holds exactly at every layer
+        for r in lewc_rows(a, b, x, [0.25, 0.5]):
+            assert r["lewc_cos"] == pytest.approx(1.0, abs=1e-9), r
+    # independent dense conv nets are far from reciprocally orthogonal
+    torch.manual_seed(5)
+    spec = ModelSpec(arch=arch, in_shape=shape, num_classes=10, width=0.25, bias=False, norm="none")
+    dense = reciprocal_orthogonality_rows(build_model(spec).eval(), build_model(spec).eval(), x)
+    assert max(r["cross_ratio_a"] for r in dense[1:]) > 0.3
+    assert min(r["cross_transform_cos"] for r in dense[1:]) < 0.99
+
+
+def test_resnet_layers_are_the_main_path_convolutions():
+    from lmcflow.mechanism import _weight_layers_and_inputs, hidden_layer_weights
+
+    m = build_model(ModelSpec(arch="resnet20", in_shape=(3, 8, 8), num_classes=10, width=0.25)).eval()
+    x = torch.randn(2, 3, 8, 8)
+    convs, inputs = _weight_layers_and_inputs(m, x)
+    named = dict(m.named_modules())
+    assert [n for n, _ in hidden_layer_weights(m)] == [next(k for k, v in named.items() if v is c) + ".weight"
+                                                        for c in convs]
+    feats = m.hidden_features(x)
+    assert len(convs) == len(feats) == 19
+    for conv, z, f in zip(convs, inputs, feats, strict=True):
+        assert conv(z).shape == f.shape  # each convolution reads the previous hidden feature
+    pre = m.hidden_features(x, pre=True)
+    assert all(torch.equal(torch.relu(z), f) for z, f in zip(pre, feats, strict=True))
+
+
+def test_perturbed_state_matches_the_distance_to_b():
+    a, b = mlp(16, seed=0, bias=True), mlp(16, seed=1, bias=True)
+    sd_a, sd_b = a.state_dict(), b.state_dict()
+    r = perturbed_state(a, b, seed="0-1")
+    for k in sd_a:
+        torch.testing.assert_close((r[k] - sd_a[k]).norm(), (sd_b[k] - sd_a[k]).norm())
+        assert not torch.allclose(r[k], sd_b[k])
+    assert all(torch.equal(r[k], v) for k, v in perturbed_state(a, b, seed="0-1").items())  # seeded
+    assert not torch.equal(perturbed_state(a, b, seed="0-2")["layers.1.weight"], r["layers.1.weight"])
+    assert all(torch.equal(v, sd_a[k]) for k, v in perturbed_state(a, a).items())  # no distance, no move
+    bn = build_model(ModelSpec("resnet20", (3, 8, 8), 3, width=0.25, norm="batchnorm"))
+    bn2 = build_model(ModelSpec("resnet20", (3, 8, 8), 3, width=0.25, norm="batchnorm"))
+    with torch.no_grad():
+        bn2.stem_norm.running_var.fill_(3.0)
+    rb = perturbed_state(bn, bn2)
+    assert torch.equal(rb["stem_norm.running_var"], bn.state_dict()["stem_norm.running_var"])  # buffers are A's
+
+
+def test_lewc_of_a_random_perturbation_is_the_flatness_control():
+    """The planted pair satisfies LEWC exactly; A moved as far as B into a random direction does not."""
+    a, b = disjoint_pair()
+    x = x_gauss(300)
+    real = {(r["layer"], r["lam_paper"]): r for r in layer_metrics(a, b, x, [0.25, 0.75])}
+    for (layer, _), r in real.items():
+        assert r["lewc_cos"] == pytest.approx(1.0, abs=1e-9)
+        if layer >= 2:
+            assert r["lewc_cos_perturbed"] < 0.99, r
+
+
+def test_independent_jaccard():
+    assert independent_jaccard(10, 10, 10) == 1.0
+    assert independent_jaccard(5, 5, 10) == pytest.approx(2.5 / 7.5)
+    assert independent_jaccard(0, 3, 10) == 0.0 and math.isnan(independent_jaccard(0, 0, 10))
+
+
+@pytest.mark.parametrize("arch", ["vgg11", "resnet20"])
+def test_conv_weak_additivity_by_an_explicit_pixel_loop(arch):
+    """weak_additivity of a conv layer is the mean over every pixel of every input of the cosine between the
+    channel vectors σ(λ z̃_A + (1−λ) z̃_B) and λσ(z̃_A) + (1−λ)σ(z̃_B): recomputed here pixel by pixel."""
+    shape = (3, 16, 16) if arch == "vgg11" else (3, 8, 8)
+    spec = ModelSpec(arch=arch, in_shape=shape, num_classes=10, width=0.25, norm="none")
+    torch.manual_seed(11)
+    a, b = build_model(spec).eval(), build_model(spec).eval()
+    x = torch.randn(3, *shape, generator=torch.Generator().manual_seed(12))
+    lam, layer = 0.25, 2
+    rows = {(r["layer"], r["lam_paper"]): r for r in weak_additivity_rows(a, b, x, [lam])}
+    with torch.no_grad():
+        za, zb = a.hidden_features(x, pre=True)[layer - 1].double(), b.hidden_features(x, pre=True)[layer - 1].double()
+    cosines = []
+    n, c, h, w = za.shape
+    for i in range(n):
+        for p in range(h):
+            for q in range(w):
+                u, v = za[i, :, p, q], zb[i, :, p, q]
+                lhs = torch.relu(lam * u + (1 - lam) * v)
+                rhs = lam * torch.relu(u) + (1 - lam) * torch.relu(v)
+                if lhs.norm() == 0 and rhs.norm() == 0:
+                    cosines.append(1.0)
+                elif lhs.norm() == 0 or rhs.norm() == 0:
+                    cosines.append(0.0)
+                else:
+                    cosines.append(float(lhs @ rhs / (lhs.norm() * rhs.norm())))
+    assert len(cosines) == n * h * w and c == za.shape[1]
+    assert rows[(layer, lam)]["weak_additivity"] == pytest.approx(sum(cosines) / len(cosines), abs=1e-9)
+    assert rows[(layer, lam)]["weak_additivity"] < 0.999  # two independent nets: not trivially additive
+
+
+@pytest.mark.parametrize(("arch", "key", "layer"), [("vgg11", "convs.2.weight", 3),
+                                                    ("resnet20", "stages.1.0.conv2.weight", 9)])
+def test_conv_rank_of_a_planted_low_rank_kernel(arch, key, layer):
+    """A conv kernel set to Σ_k e_k f_kᵀ (two orthonormal directions of the (out, in·k·k) reshape, equal singular
+    values) has rank99 = erank = 2, in the row of its layer; model B's untouched kernel is near full rank."""
+    shape = (3, 16, 16) if arch == "vgg11" else (3, 8, 8)
+    spec = ModelSpec(arch=arch, in_shape=shape, num_classes=10, width=0.25, norm="batchnorm")
+    torch.manual_seed(13)
+    a, b = build_model(spec), build_model(spec)
+    w = dict(a.named_parameters())[key]
+    out, fan = w.shape[0], w[0].numel()
+    g = torch.Generator().manual_seed(14)
+    u, _ = torch.linalg.qr(torch.randn(out, 2, generator=g, dtype=torch.float64))
+    v, _ = torch.linalg.qr(torch.randn(fan, 2, generator=g, dtype=torch.float64))
+    with torch.no_grad():
+        w.copy_((3.0 * u @ v.T).reshape(w.shape).float())
+    row = next(r for r in weight_rank_rows(a, b) if r["weight"] == key)
+    assert row["layer"] == layer and row["min_dim"] == min(out, fan)
+    assert row["rank99_a"] == 2 and row["erank_a"] == pytest.approx(2.0, rel=1e-5)
+    assert row["erank_rel_a"] == pytest.approx(2.0 / min(out, fan), rel=1e-5)
+    assert row["erank_rel_b"] > 0.5 and row["rank99_b"] > 2

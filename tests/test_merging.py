@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from lmcflow.config import lambda_grid
@@ -59,11 +60,18 @@ def test_evaluate_path_rows(small_data):
     for r in rows:
         assert r["beta"] > 0 and 0 < r["calibrated_loss"] < float("inf")
         assert abs(r["error"] - (1 - r["acc"])) < 1e-12
+    # the mean logit norm of θ(λ) on each split, from the same outputs as the loss
+    for lam, ref in ((0.0, a), (1.0, b)):
+        for split, x in (("train", small_data.x["train"]), ("test", small_data.x["test"])):
+            want = predict(ref, x).double().norm(dim=1).mean().item()
+            got = next(r["logit_norm"] for r in rows if r["lam"] == lam and r["split"] == split)
+            assert got == pytest.approx(want, rel=1e-6)
 
 
 # --------------------------------------------------------------------------- batched λ path
 # Measured (CPU, fp32): batched vs per-λ loop differ by ≤ 5e-7 in loss and ≤ 1e-6 in β, accuracy equal.
-PATH_TOL = {"loss": 1e-5, "calibrated_loss": 1e-5, "beta": 1e-4, "acc": 0.02, "error": 0.02}  # acc: one example
+PATH_TOL = {"loss": 1e-5, "calibrated_loss": 1e-5, "beta": 1e-4, "acc": 0.02, "error": 0.02,  # acc: one example
+            "logit_norm": 1e-4}
 
 
 def _image_data(n=(96, 48, 64), shape=(3, 8, 8), classes=3):

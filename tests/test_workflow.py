@@ -14,7 +14,8 @@ TINY = REPO / "tests/configs/tiny.yaml"
 
 pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
 CLAIM_IDS = ("width-merge-accuracy", "temperature-calibration", "lewc", "weak-additivity", "reciprocal-orthogonality",
-             "low-rank", "weight-decay", "weight-matching-no-gain", "random-permutation")
+             "low-rank", "weight-decay", "weight-matching-no-gain", "random-permutation", "cross-transformation-cosine",
+             "logit-norm-decay", "active-neuron-overlap")
 
 
 def snakemake(workdir, *args, timeout=900):
@@ -38,7 +39,7 @@ def workflow_run(tmp_path_factory):
 
 
 def test_tables_have_declared_schemas(workflow_run):
-    for kind in ("runs", "interpolation", "barriers", "claims", "alignment", "layer_metrics"):
+    for kind in ("runs", "interpolation", "barriers", "claims", "alignment", "layer_metrics", "paper_table1"):
         df = pd.read_parquet(workflow_run / f"results/tables/{kind}.parquet")
         assert list(df.columns) == [c for c, _ in TABLES[kind]], kind
         assert len(df) > 0
@@ -104,11 +105,34 @@ def test_claim_json_and_figures(workflow_run):
     claims = pd.read_parquet(workflow_run / "results/tables/claims.parquet")
     assert sorted(claims.claim_id) == sorted(CLAIM_IDS) and (claims.n_seeds == 3).all()
     assert claims.set_index("claim_id").paper_value["width-merge-accuracy"] == 0.0052
-    for name in ("barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated",
+    for name in ("barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated", "logit_norm_along_lambda",
                  "method_barrier_vs_width", "lewc_vs_width", "cross_ratio_vs_width", "rank_vs_width",
                  "weight_decay_comparison"):
         for ext in ("png", "pdf"):
             assert (workflow_run / f"results/figures/width/{name}.{ext}").stat().st_size > 1000
+    for ext in ("png", "pdf"):
+        assert (workflow_run / f"results/figures/paper_table1.{ext}").stat().st_size > 1000
+
+
+def test_paper_table1_beside_ours(workflow_run):
+    """Table 1 recomputes from barriers.parquet; the tiny MLP on Fashion-MNIST gets the paper's MLP row as the
+    nearest reference, not as its own value."""
+    t1 = pd.read_parquet(workflow_run / "results/tables/paper_table1.parquet")
+    # the default arm (plain average and weight matching at width 1) and the weak arm (plain average only)
+    assert sorted(zip(t1.weight_decay, t1.method)) == [(1e-4, "identity"), (3e-3, "identity"),
+                                                         (3e-3, "weight_matching")]
+    assert (t1.width == 1.0).all() and (t1.n_seeds == 3).all() and t1.ci_low.isna().all()  # 3 seeds: no CI
+    assert t1.paper_value.isna().all() and (t1.paper_row == "MLP, 16x width, MNIST").all()
+    ref = t1.set_index(["weight_decay", "method"]).reference_value
+    assert ref[(3e-3, "identity")] == 0.0052 and ref[(3e-3, "weight_matching")] == -0.0003
+    assert t1.reference.str.startswith("nearest").all() and t1.reference.str.contains("fashion_mnist").all()
+    b = pd.read_parquet(workflow_run / "results/tables/barriers.parquet")
+    mid = b[(b.metric == "error") & (b.definition == "midpoint") & ~b.calibrated & (b.split == "test")
+            & (b.width == 1.0)].groupby(["weight_decay", "method"]).value.mean()
+    for r in t1.itertuples():
+        assert r.barrier == pytest.approx(mid[(r.weight_decay, r.method)], abs=1e-12)
+    interp = pd.read_parquet(workflow_run / "results/tables/interpolation.parquet")
+    assert (interp.logit_norm > 0).all()
 
 
 def test_rerun_is_a_no_op_and_report_builds(workflow_run):

@@ -9,10 +9,19 @@ are 1 by definition). LEWC is read at the interior λ ≠ ½ (at λ = ½ its tar
 multiple of LLFC's and the cosine cannot tell them apart); the other metrics at λ = ``lam`` (½; the
 λ-independent ones repeat on every λ). Every mechanism claim is tested against a same-run control
 stored beside it in ``layer_metrics`` (results/README.md): the shuffled sample pairing (LEWC, weak
-additivity), LLFC (LEWC), each model against a randomly permuted copy of itself (reciprocal
-orthogonality) and the weak weight-decay arm (low rank).
+additivity), LLFC and a random perturbation of A as far away as B (LEWC), each model against a randomly
+permuted copy of itself (reciprocal orthogonality, the cross-transformation cosine), independently placed
+active sets (active-neuron overlap) and the weak weight-decay arm (low rank). ``logit-norm-decay`` reads the
+logit norms and fitted β of ``interpolation``.
+
+Every width claim may read several studies (``study: [a, b]``): each is decided on its own and the verdicts
+are combined (the Table-1 claims read every Table-1 row a config has; the mechanism claims e.g. the MLP with
+and without biases, or VGG-11 beside the MLP for the weak weight-decay ablation). ``TABLE1_ROWS`` holds the
+paper's Table 1 (also ``results/tables/paper_table1.parquet``, ``lmcflow.table1``).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -36,10 +45,31 @@ MECH = {"method": "identity", "weight_decay": 3.0e-3}
 NULL_SOURCE = "null: the same cosine with the pairing of samples between A and B shuffled (layer_metrics)"
 
 
-def _table1(quantity: str, ours: str, mlp: float, vgg: float, resnet: float) -> tuple:
-    return (PaperValue(quantity, mlp, "MLP, 16x width, MNIST", TABLE1, ours, {"arch": "mlp"}),
-            PaperValue(quantity, vgg, "VGG-11, 16x width, CIFAR-10", TABLE1, ours, {"arch": "vgg11"}),
-            PaperValue(quantity, resnet, "ResNet-20, 32x width, CIFAR-10", TABLE1, ours, {"arch": "resnet20"}))
+@dataclass(frozen=True)
+class Table1Row:
+    """One row of the paper's Table 1: the midpoint (λ = ½) test error barrier of the plain average and with
+    weight matching, at the widest width the paper trained (fractions of test error: 0.0052 = 0.52%)."""
+
+    arch: str
+    dataset: str
+    width: float
+    plain: float
+    weight_matching: float
+    label: str
+
+    def value(self, method: str) -> float:
+        return {"identity": self.plain, "weight_matching": self.weight_matching}[method]
+
+
+TABLE1_ROWS = (
+    Table1Row("mlp", "mnist", 16.0, 0.0052, -0.0003, "MLP, 16x width, MNIST"),
+    Table1Row("vgg11", "cifar10", 16.0, 0.0131, 0.0700, "VGG-11, 16x width, CIFAR-10"),
+    Table1Row("resnet20", "cifar10", 32.0, 0.0269, 0.0514, "ResNet-20, 32x width, CIFAR-10"),
+)
+
+
+def _table1(quantity: str, ours: str, value) -> tuple:
+    return tuple(PaperValue(quantity, value(r), r.label, TABLE1, ours, {"arch": r.arch}) for r in TABLE1_ROWS)
 
 
 # --------------------------------------------------------------------------- config requirements
@@ -131,7 +161,7 @@ def _curve(m, *index) -> list:
        defaults={"definition": "midpoint", "method": "identity", "split": "test", "weight_decay": 3.0e-3,
                  "max_barrier_widest": 0.02},
        paper_values=_table1("plain-average midpoint error barrier at the widest width", "barrier_widest",
-                            0.0052, 0.0131, 0.0269))
+                            lambda r: r.plain))
 def width_merge_accuracy(t: dict, p: dict) -> Outcome:
     b = _error_barriers(t, p, p["weight_decay"], method=p["method"])
     sample, lab = pivot(b, ["value"], ["definition", "width"])
@@ -160,7 +190,7 @@ def width_merge_accuracy(t: dict, p: dict) -> Outcome:
 @claim(id="temperature-calibration", paper=PAPER,
        statement="After softmax-temperature calibration the loss barrier is far below the raw one and "
                  "approaches zero at the widest width.",
-       tables=("barriers",), sweep_key="model.width", selects=WD,
+       tables=("barriers",), sweep_key="model.width", multi_study=True, selects=WD,
        defaults={"definition": "entezari", "method": "identity", "split": "test", "weight_decay": 3.0e-3,
                  "min_reduction": 0.5, "max_calibrated_barrier_widest": 0.05})
 def temperature_calibration(t: dict, p: dict) -> Outcome:
@@ -187,14 +217,16 @@ def temperature_calibration(t: dict, p: dict) -> Outcome:
        statement="Without permutation, the layer-wise exponentially weighted connectivity (LEWC) cosine "
                  "cos(f_l(θ_λ), λ^l f_l(θ_A) + (1−λ)^l f_l(θ_B)) rises with width toward 1, and at the widest "
                  "width holds at every interior λ ≠ ½, beats the same cosine with the sample pairing of A and B "
-                 "shuffled, and exceeds the LLFC form cos(f_l(θ_λ), λ f_l(θ_A) + (1−λ) f_l(θ_B)) (layers l ≥ 2).",
-       tables=("layer_metrics",), sweep_key="model.width", selects=WD,
+                 "shuffled, exceeds the LLFC form cos(f_l(θ_λ), λ f_l(θ_A) + (1−λ) f_l(θ_B)), and exceeds the "
+                 "LEWC cosine of A with a random perturbation of A as far away as B (it is not flatness; layers "
+                 "l ≥ 2).",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_mechanism("weight_decay", lam=False, interior=True),),
        defaults={**MECH, "min_layer": 2, "min_lewc_widest": 0.9, "min_gain_over_shuffled": 0.5,
-                 "min_gap_over_llfc": 0.0})
+                 "min_gap_over_llfc": 0.0, "min_gap_over_perturbed": 0.0})
 def lewc(t: dict, p: dict) -> Outcome:
     df = _interior(_layer_rows(t, p, p["weight_decay"]))
-    sample, lab = pivot(df, ["lewc_cos", "lewc_cos_shuffled", "llfc_cos"], ["width", "lam_paper"])
+    sample, lab = pivot(df, ["lewc_cos", "lewc_cos_shuffled", "llfc_cos", "lewc_cos_perturbed"], ["width", "lam_paper"])
     widths, lams = lab["width"], lab["lam_paper"]
     need(len(widths) >= 2 and lams, f"LEWC rows at ≥ 2 widths, layers ≥ {p['min_layer']}, interior λ ≠ ½")
     x, _ = trend_axis(widths)
@@ -216,6 +248,13 @@ def lewc(t: dict, p: dict) -> Outcome:
              estimate(lambda m: np.min(m[0, -1] - m[2, -1]), sample), ">", p["min_gap_over_llfc"],
              "paper: LEWC, not LLFC, describes the merged features without permutation", kind="control",
              control="LLFC"),
+        Criterion("lewc_minus_perturbed", "LEWC cosine of A and B minus that of A and a random perturbation of A as "
+                                          "far away as B (per parameter tensor ‖δ‖ = ‖θ_B − θ_A‖), at the widest "
+                                          "width, worst λ",
+             estimate(lambda m: np.min(m[0, -1] - m[3, -1]), sample), ">", p["min_gap_over_perturbed"],
+             "control (layer_metrics.lewc_cos_perturbed): LEWC is not flatness; a merge that works because any point "
+             "at that distance would (a flat landscape) gives the random direction the same cosine",
+             kind="control", control="random perturbation of A of the size of θ_B − θ_A"),
         Criterion("trend", "slope of the worst-λ LEWC cosine against log2 width, over all widths",
              estimate(lambda m: slope(x, m[0].min(axis=1)), sample), ">", 0.0, "paper: LEWC rises with width",
              kind="trend"),
@@ -223,14 +262,16 @@ def lewc(t: dict, p: dict) -> Outcome:
     means = sample.means()
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
         "widths": widths, "lambdas": lams, "mean_lewc_by_width_and_lambda": _curve(means, 0),
-        "mean_lewc_shuffled_by_width_and_lambda": _curve(means, 1), "mean_llfc_by_width_and_lambda": _curve(means, 2)})
+        "mean_lewc_shuffled_by_width_and_lambda": _curve(means, 1), "mean_llfc_by_width_and_lambda": _curve(means, 2),
+        "mean_lewc_perturbed_by_width_and_lambda": _curve(means, 3)})
 
 
 @claim(id="weak-additivity", paper=PAPER,
        statement="ReLU is weakly additive on the two models' pre-activations: at the widest width "
                  "cos(σ(½z̃_A(x) + ½z̃_B(x)), ½σ(z̃_A(x)) + ½σ(z̃_B(x))) exceeds the same cosine for pre-activations "
                  "of unrelated inputs (the pairing of samples between A and B shuffled: the independent baseline).",
-       tables=("layer_metrics",), sweep_key="model.width", selects=WD, requires=(requires_mechanism("weight_decay"),),
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_mechanism("weight_decay"),),
        defaults={**MECH, "lam": 0.5, "min_layer": 1, "min_gain_over_shuffled": 0.0})
 def weak_additivity(t: dict, p: dict) -> Outcome:
     df = _layer_rows(t, p, p["weight_decay"], p["lam"])
@@ -257,7 +298,8 @@ def weak_additivity(t: dict, p: dict) -> Outcome:
                  "W_B z_B at the widest width, the cross-norm ratio falls over the whole width grid, and it is no "
                  "larger than what each model gives against a randomly permuted copy of itself (the "
                  "orthogonality that low rank alone explains).",
-       tables=("layer_metrics",), sweep_key="model.width", selects=WD, requires=(requires_mechanism("weight_decay"),),
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_mechanism("weight_decay"),),
        defaults={**MECH, "lam": 0.5, "min_layer": 2, "max_ratio_widest": 0.5, "max_excess_over_permuted": 0.1})
 def reciprocal_orthogonality(t: dict, p: dict) -> Outcome:
     df = _layer_rows(t, p, p["weight_decay"], p["lam"]).assign(
@@ -295,7 +337,7 @@ def reciprocal_orthogonality(t: dict, p: dict) -> Outcome:
                  "the whole width grid under the default weight decay, and at the widest width it is below that of "
                  "the weak weight-decay arm (weak decay raises the rank) and clearly below that of an unstructured "
                  "(random Gaussian) matrix of the same shape. A pair counts with its less low-rank model.",
-       tables=("layer_metrics",), sweep_key="model.width",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True,
        selects={"weight_decay": "train.weight_decay", "weak_weight_decay": "train.weight_decay"},
        requires=(requires_mechanism("weight_decay", "weak_weight_decay"),),
        defaults={**MECH, "weak_weight_decay": 1.0e-4, "lam": 0.5, "min_layer": 2, "max_rank_gap": 0.0,
@@ -342,7 +384,7 @@ def low_rank(t: dict, p: dict) -> Outcome:
 @claim(id="weight-decay", paper=PAPER,
        statement="Weight decay drives LMC without permutation: with weight decay 1e-4 the error barrier at the "
                  "widest width is clearly larger, and the LEWC cosine lower, than with the default weight decay.",
-       tables=("barriers", "layer_metrics"), sweep_key="train.weight_decay",
+       tables=("barriers", "layer_metrics"), sweep_key="train.weight_decay", multi_study=True,
        selects={"weight_decay": "train.weight_decay", "weak_weight_decay": "train.weight_decay"},
        requires=(requires_mechanism("weight_decay", "weak_weight_decay", lam=False, interior=True),),
        defaults={"method": "identity", "weight_decay": 3.0e-3, "weak_weight_decay": 1.0e-4, "definition": "midpoint",
@@ -381,7 +423,7 @@ def weight_decay(t: dict, p: dict) -> Outcome:
        defaults={"method": "weight_matching", "weight_decay": 3.0e-3, "definition": "midpoint", "split": "test",
                  "max_relative_gain": 0.5, "min_gain_narrowest": 0.0},
        paper_values=_table1("gain of weight matching at the widest width: barrier(plain) − barrier(weight matching)",
-                            "gain_widest", 0.0052 - (-0.0003), 0.0131 - 0.0700, 0.0269 - 0.0514))
+                            "gain_widest", lambda r: r.plain - r.weight_matching))
 def weight_matching_no_gain(t: dict, p: dict) -> Outcome:
     b = _error_barriers(t, p, p["weight_decay"], definition=p["definition"])
     b = b[b.method.isin(["identity", p["method"]])]
@@ -412,7 +454,7 @@ def weight_matching_no_gain(t: dict, p: dict) -> Outcome:
 @claim(id="random-permutation", paper=PAPER,
        statement="At the widest width a random permutation of model B leaves the merged (λ = ½) error within noise "
                  "of no permutation.",
-       tables=("barriers",), sweep_key="model.width", selects=WD,
+       tables=("barriers",), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_methods(methods=("random_permutation",), at=("widest",)),),
        defaults={"weight_decay": 3.0e-3, "definition": "midpoint", "split": "test", "tolerance": 0.01})
 def random_permutation(t: dict, p: dict) -> Outcome:
@@ -431,3 +473,166 @@ def random_permutation(t: dict, p: dict) -> Outcome:
     means = sample.means()
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
         "widths": widths, "mean_identity_by_width": _curve(means, 0, 0), "mean_random_by_width": _curve(means, 0, 1)})
+
+
+# --------------------------------------------------------------------------- analyses added beside the mechanism
+@claim(id="cross-transformation-cosine", paper=PAPER,
+       statement="The merged layer acts on the merged input like the sum of the two models' own layers: the "
+                 "cross-transformation cosine cos((W_A + W_B)(z_A + z_B), W_A z_A + W_B z_B) of the paper's "
+                 "orthogonality figure rises over the whole width grid toward 1, is near 1 at the widest width, and "
+                 "is no lower than what each model gives with a randomly relabelled copy of itself (layers l ≥ 2).",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_mechanism("weight_decay"),),
+       defaults={**MECH, "lam": 0.5, "min_layer": 2, "min_cos_widest": 0.9, "max_shortfall_vs_permuted": 0.05})
+def cross_transformation_cosine(t: dict, p: dict) -> Outcome:
+    df = _layer_rows(t, p, p["weight_decay"], p["lam"]).assign(
+        permuted=lambda d: (d.cross_transform_cos_permuted_a + d.cross_transform_cos_permuted_b) / 2)
+    sample, lab = pivot(df, ["cross_transform_cos", "permuted", "cross_ratio_a"], ["width"])
+    widths = lab["width"]
+    need(len(widths) >= 2, f"cross-transformation cosines at ≥ 2 widths with layers ≥ {p['min_layer']}")
+    x, _ = trend_axis(widths)
+    criteria = [
+        Criterion("cos_widest", f"cross-transformation cosine at the widest width {widths[-1]:g} (mean over layers "
+                                f"≥ {p['min_layer']})", estimate(lambda m: m[0, -1], sample), ">", p["min_cos_widest"],
+                  "convention: a cosine of 0.9, as for LEWC (the paper: the cosine goes to 1 with width)"),
+        Criterion("trend", "slope of the mean cross-transformation cosine against log2 width, over all widths",
+                  estimate(lambda m: slope(x, m[0]), sample), ">", 0.0, "paper: the cosine rises with width",
+                  kind="trend"),
+        Criterion("shortfall_vs_permuted", "cosine of each model with a randomly relabelled copy of itself minus the "
+                                           "pair's cosine, at the widest width",
+                  estimate(lambda m: m[1, -1] - m[0, -1], sample), "<", p["max_shortfall_vs_permuted"],
+                  "control (direction: not below): the relabelled copy gives the cosine the model's own low rank "
+                  "explains; a pair more than the convention 0.05 below it has cross terms low rank does not "
+                  "explain (an untrained or unrelated B)", kind="control",
+                  control="each model against a randomly relabelled copy of itself"),
+    ]
+    means = sample.means()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
+        "widths": widths, "mean_cos_by_width": _curve(means, 0), "mean_permuted_cos_by_width": _curve(means, 1),
+        "mean_cross_ratio_a_by_width": _curve(means, 2)})
+
+
+WEIGHT_LAYERS = {"mlp": lambda depth: depth + 1, "vgg11": lambda depth: 9, "resnet20": lambda depth: 20}
+
+
+def n_weight_layers(arch: str, depth: int) -> int:
+    """D, the weight layers from the input to the logits (MLP: hidden layers + head; VGG-11: 8 convs + head;
+    ResNet-20: 19 main-path convs + head): LEWC scales the logits of θ_λ by λ^D + (1 − λ)^D."""
+    return WEIGHT_LAYERS[arch](int(depth))
+
+
+def lewc_logit_ratio(lam, depth) -> np.ndarray:
+    """LEWC's logit norm of θ_λ relative to the endpoints' mean, for parallel endpoint logits of equal norm:
+    λ^D + (1 − λ)^D."""
+    lam = np.asarray(lam, dtype=float)
+    return lam ** depth + (1 - lam) ** depth
+
+
+def fitted_decay_exponent(lam, ratio) -> float:
+    """D̂: the exponent whose λ^D + (1 − λ)^D fits the measured relative logit norms best (least squares on the log
+    scale, interior λ), in [0.25, 64]; NaN if a ratio is not positive."""
+    from scipy.optimize import minimize_scalar
+
+    lam, ratio = np.asarray(lam, dtype=float), np.asarray(ratio, dtype=float)
+    inside = (lam > 0) & (lam < 1)
+    lam, ratio = lam[inside], ratio[inside]
+    if not len(lam) or not np.all(ratio > 0):
+        return float("nan")
+    target = np.log(ratio)
+
+    def loss(d):
+        return float(np.sum((np.log(lewc_logit_ratio(lam, d)) - target) ** 2))
+
+    return float(minimize_scalar(loss, bounds=(0.25, 64.0), method="bounded", options={"xatol": 1e-6}).x)
+
+
+def requires_no_normalisation(cid, p, study, points) -> None:
+    norms = sorted({q.model.get("norm", "none") for q in points} - {"none"})
+    if norms:
+        raise ConfigError(f"claims.{cid}: LEWC's logit decay λ^D assumes layers without normalisation (a norm layer "
+                          f"re-estimated at every λ rescales each layer); study {study!r} uses model.norm {norms}")
+
+
+@claim(id="logit-norm-decay", paper=PAPER,
+       statement="Along the plain-average path the logits shrink as LEWC predicts, ‖z(θ_λ)‖ ≈ (λ^D + (1−λ)^D) × the "
+                 "endpoints' norm for D weight layers (which is why the raw loss barrier is large and temperature "
+                 "calibration removes it), and the fitted inverse temperature β undoes the decay: at the widest width "
+                 "the exponent fitted to the logit norms along λ is within one layer of D, and β(½)·‖z(θ_½)‖ is "
+                 "within a factor 2 of the endpoints' β·‖z‖.",
+       tables=("interpolation",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_no_normalisation,),
+       defaults={"method": "identity", "split": "test", "weight_decay": 3.0e-3, "max_exponent_error": 1.0,
+                 "max_log2_compensation_error": 1.0})
+def logit_norm_decay(t: dict, p: dict) -> Outcome:
+    df = select(t["interpolation"], method=p["method"], split=p["split"], weight_decay=p["weight_decay"])
+    need(len(df), f"{p['method']} {p['split']} interpolation rows at weight decay {p['weight_decay']}")
+    layers = {n_weight_layers(a, d) for a, d in zip(df.arch, df.depth)}
+    need(len(layers) == 1, f"one architecture per study, got weight-layer counts {sorted(layers)}")
+    depth = layers.pop()
+    widths = sorted(set(df.width))
+    need(len(widths) >= 2, "interpolation rows at ≥ 2 widths")
+    wide = df[np.isclose(df.width, widths[-1])].assign(scaled=lambda d: d.beta * d.logit_norm)
+    sample, lab = pivot(wide, ["logit_norm", "scaled", "beta"], ["lam"])
+    lams = np.asarray(lab["lam"], dtype=float)
+    need(len(lams) >= 3 and lams[0] == 0 and lams[-1] == 1 and np.any(np.isclose(lams, 0.5)),
+         "a λ grid with 0, ½ and 1")
+    mid = int(np.argmin(np.abs(lams - 0.5)))
+
+    def relative(m, row):  # the curve relative to the mean of its endpoints
+        return m[row] / (0.5 * (m[row, 0] + m[row, -1]))
+
+    criteria = [
+        Criterion("exponent_error", f"fitted decay exponent D̂ of the mean logit norm along λ ({p['split']}, width "
+                                    f"{widths[-1]:g}) minus LEWC's D = {depth}",
+                  estimate(lambda m: fitted_decay_exponent(lams, relative(m, 0)) - depth, sample), "within",
+                  p["max_exponent_error"],
+                  "paper: LEWC scales the logits by λ^D + (1−λ)^D; convention: within one layer"),
+        Criterion("log2_compensation", "log2 of β(½)·‖z(θ_½)‖ over the endpoints' mean β·‖z‖: how far calibration "
+                                       "leaves the midpoint's logit scale from the endpoints'",
+                  estimate(lambda m: np.log2(relative(m, 1)[mid]), sample), "within",
+                  p["max_log2_compensation_error"],
+                  "paper: temperature calibration undoes the decay; convention: within a factor 2"),
+    ]
+    reported = {"midpoint_norm_ratio": estimate(lambda m: relative(m, 0)[mid], sample),
+                "midpoint_beta_ratio": estimate(lambda m: relative(m, 2)[mid], sample)}
+    means = sample.means()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
+        "width": widths[-1], "weight_layers": depth, "lambdas": lams.tolist(),
+        "mean_norm_ratio_by_lambda": relative(means, 0).tolist(),
+        "lewc_prediction_by_lambda": lewc_logit_ratio(lams, depth).tolist(),
+        "mean_calibrated_norm_ratio_by_lambda": relative(means, 1).tolist()})
+
+
+@claim(id="active-neuron-overlap", paper=PAPER,
+       statement="Wide models use different neurons: at the widest width the Jaccard index of the two models' active "
+                 "units (second moment above τ × the layer's largest) is small, it falls over the whole width grid, "
+                 "and it is no larger than for active sets of the same sizes placed independently at random "
+                 "(unaligned neurons do not share units beyond chance).",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_mechanism("weight_decay"),),
+       defaults={**MECH, "lam": 0.5, "min_layer": 1, "max_jaccard_widest": 0.5, "max_excess_over_independent": 0.05})
+def active_neuron_overlap(t: dict, p: dict) -> Outcome:
+    df = _layer_rows(t, p, p["weight_decay"], p["lam"])
+    sample, lab = pivot(df, ["active_jaccard", "active_jaccard_independent", "frac_active_a"], ["width"])
+    widths = lab["width"]
+    need(len(widths) >= 2, f"active-unit overlaps at ≥ 2 widths with layers ≥ {p['min_layer']}")
+    x, _ = trend_axis(widths)
+    criteria = [
+        Criterion("jaccard_widest", f"Jaccard index of the active units at the widest width {widths[-1]:g} (mean over "
+                                    f"layers ≥ {p['min_layer']})", estimate(lambda m: m[0, -1], sample), "<",
+                  p["max_jaccard_widest"], "convention: fewer than half of the units active in either model are "
+                                           "active in both"),
+        Criterion("trend", "slope of the mean Jaccard index against log2 width, over all widths",
+                  estimate(lambda m: slope(x, m[0]), sample), "<", 0.0,
+                  "paper: active neurons stop overlapping as width grows", kind="trend"),
+        Criterion("excess_over_independent", "Jaccard index minus that of independently placed active sets of the same "
+                                             "sizes, at the widest width",
+                  estimate(lambda m: m[0, -1] - m[1, -1], sample), "<", p["max_excess_over_independent"],
+                  "null (layer_metrics.active_jaccard_independent): chance overlap of sets of these sizes; "
+                  "convention: at most 0.05 above it", kind="control",
+                  control="independent placement of the active sets"),
+    ]
+    means = sample.means()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
+        "widths": widths, "mean_jaccard_by_width": _curve(means, 0),
+        "mean_independent_jaccard_by_width": _curve(means, 1), "mean_active_fraction_a_by_width": _curve(means, 2)})

@@ -174,8 +174,27 @@ def sweeps(study, key):
 
 
 def width_figures(study):
-    names = ["barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated"]
+    names = ["barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated", "logit_norm_along_lambda"]
     return [f"{RESULTS}/figures/{study}/{n}.{ext}" for n in names for ext in ("png", "pdf")]
+
+
+# --------------------------------------------------------------------------- the width paper's Table 1 beside ours
+TABLE1_TABLE = f"{RESULTS}/tables/paper_table1.parquet"
+TABLE1_FIGURES = [f"{RESULTS}/figures/paper_table1.{ext}" for ext in ("png", "pdf")]
+
+
+def table1_studies():
+    """{study: {dataset, arch, bias}} of the width studies (sweeping model.width, one dataset, architecture and
+    bias setting, an architecture of the paper's Table 1), in config order: the rows of paper_table1."""
+    out = {}
+    for study in STUDIES:
+        pts = study_points(POINTS, study)
+        kinds = {(p.dataset, p.model["arch"], bool(p.model["bias"])) for p in pts}
+        if sweeps(study, "model.width") and len(kinds) == 1:
+            dataset, arch, bias = kinds.pop()
+            if arch in ("mlp", "vgg11", "resnet20"):
+                out[study] = {"dataset": dataset, "arch": arch, "bias": bias}
+    return out
 
 
 def figure_targets():
@@ -219,6 +238,8 @@ def all_targets():
         tables += [f"{RESULTS}/tables/claims.parquet", FRONT_PAGE]
     tables += [f"{RESULTS}/tables/{k}.parquet" for k in IDENT_TABLE_KINDS if table_studies(k)]
     tables += [f"{RESULTS}/tables/{k}.parquet" for k in ALIGN_TABLE_KINDS if align_table_needed(k)]
+    if table1_studies():
+        tables += [TABLE1_TABLE] + TABLE1_FIGURES
     return tables + figure_targets() + claims + PROVENANCE_FILES
 
 

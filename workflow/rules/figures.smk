@@ -3,7 +3,7 @@ localrules:
 
 
 rule width_figures:
-    """Barrier vs width, error along λ and raw vs calibrated loss barrier for a width sweep."""
+    """Barrier vs width, error along λ, raw vs calibrated loss barrier and logit norm along λ for a width sweep."""
     input:
         barriers=study_table("{study}", "barriers"),
         interpolation=study_table("{study}", "interpolation"),
@@ -26,6 +26,12 @@ rule width_figures:
             category="{study}",
         ),
         calib_pdf=f"{RESULTS}/figures/{{study}}/loss_barrier_raw_vs_calibrated.pdf",
+        logit_png=report(
+            f"{RESULTS}/figures/{{study}}/logit_norm_along_lambda.png",
+            caption="../report/logit_norm_along_lambda.rst",
+            category="{study}",
+        ),
+        logit_pdf=f"{RESULTS}/figures/{{study}}/logit_norm_along_lambda.pdf",
     log:
         f"{LOGS}/figures/{{study}}/width.log",
     params:

@@ -50,6 +50,27 @@ rule result_table:
         "../scripts/concat_table.py"
 
 
+localrules:
+    paper_table1,
+
+
+rule paper_table1:
+    """The width paper's Table 1 beside ours: midpoint test error barrier at each width study's widest width, plain
+    average and weight matching, seed-level CI, the paper's value beside it (lmcflow.table1); and its figure."""
+    input:
+        lambda wc: [study_table(s, "barriers") for s in table1_studies()],
+    output:
+        table=TABLE1_TABLE,
+        png=report(TABLE1_FIGURES[0], caption="../report/paper_table1.rst", category="Table 1"),
+        pdf=TABLE1_FIGURES[1],
+    log:
+        f"{LOGS}/tables/paper_table1.log",
+    params:
+        studies=table1_studies(),
+    script:
+        "../scripts/paper_table1.py"
+
+
 # --------------------------------------------------------------------------- identifiability paper
 localrules:
     identifiability_study_table,
