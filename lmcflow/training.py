@@ -75,11 +75,14 @@ def autocast(device: torch.device, precision: str):
 def lr_at(step: int, total_steps: int, cfg: dict) -> float:
     """Learning rate at optimizer step ``step`` (0-based): linear warm-up then the schedule."""
     base = float(cfg["lr"])
+    kind = cfg.get("schedule", "cosine")
+    if kind == "geometric_warmup":  # ×lr_growth after each of the first warmup_epochs epochs, then constant
+        epochs = min(step // cfg["_steps_per_epoch"], int(round(float(cfg.get("warmup_epochs", 0)))))
+        return base * float(cfg.get("lr_growth", 1.0)) ** epochs
     warm = int(round(float(cfg.get("warmup_epochs", 0)) * cfg["_steps_per_epoch"]))
     if step < warm:
         return base * (step + 1) / warm
     t = (step - warm) / max(1, total_steps - warm)
-    kind = cfg.get("schedule", "cosine")
     if kind == "constant":
         return base
     if kind == "cosine":
@@ -88,11 +91,15 @@ def lr_at(step: int, total_steps: int, cfg: dict) -> float:
         return base * (1 - t)
     if kind == "step":  # x0.1 at 50% and 75% of training
         return base * (0.1 ** ((t >= 0.5) + (t >= 0.75)))
-    raise ValueError(f"train.schedule={kind!r} is unknown; allowed: constant, cosine, linear, step")
+    raise ValueError(f"train.schedule={kind!r} is unknown; allowed: constant, cosine, linear, step, geometric_warmup")
 
 
 def make_optimizer(model: nn.Module, cfg: dict) -> torch.optim.Optimizer:
     params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.get("weight_decay_on", "all") == "weights":  # no decay on biases and norm parameters (1-d)
+        groups = [{"params": [p for p in params if p.dim() > 1]},
+                  {"params": [p for p in params if p.dim() <= 1], "weight_decay": 0.0}]
+        params = [g for g in groups if g["params"]]
     kind = cfg.get("optimizer", "sgd")
     if kind == "sgd":
         return torch.optim.SGD(params, lr=cfg["lr"], momentum=cfg.get("momentum", 0.9),
