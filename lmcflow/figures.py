@@ -269,6 +269,11 @@ def _variants(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return df, order
 
 
+def _dodge(df: pd.DataFrame, hue: str, width: float = 0.3) -> float | bool:
+    """Seaborn's point dodge, off for a single hue level (it divides by the number of levels − 1)."""
+    return width if df[hue].nunique() > 1 else False
+
+
 def _by_variant(df: pd.DataFrame) -> bool:
     """Studies that sweep the symmetry kind are drawn against the variant, not against σ_F."""
     return df.symmetry.nunique() > 1
@@ -283,7 +288,7 @@ def matching_modes(matching: pd.DataFrame):
     if _by_variant(df):
         df, order = _variants(df)
         g = sns.catplot(data=df, x="variant", y="identity_normalized", hue="mode", col="layer", kind="point",
-                        order=order, errorbar=("pi", 100), dodge=0.3, height=3, aspect=1.2)
+                        order=order, errorbar=("pi", 100), dodge=_dodge(df, "mode"), height=3, aspect=1.2)
         for ax in g.axes.flat:
             ax.tick_params(axis="x", rotation=30)
     else:
@@ -312,7 +317,7 @@ def objective_by_variant(matching: pd.DataFrame):
                    value_name="objective")
     long["permutation"] = long["permutation"].map(names)
     g = sns.catplot(data=long, x="variant", y="objective", hue="permutation", col="layer", kind="point", order=order,
-                    errorbar=("pi", 100), dodge=0.3, height=3, aspect=1.2)
+                    errorbar=("pi", 100), dodge=_dodge(long, "permutation"), height=3, aspect=1.2)
     for ax in g.axes.flat:
         ax.tick_params(axis="x", rotation=30)
     g.set_titles("hidden layer {col_name}")
@@ -334,7 +339,7 @@ def barrier_by_variant(lmc: pd.DataFrame, split: str = "test"):
     long["metric"] = long["metric"].map(cols)
     long["method"] = long["method"].map({"identity": "unaligned", "activation_matching": "aligned (AM)"})
     g = sns.catplot(data=long, x="variant", y="value", hue="method", col="metric", kind="point", order=order,
-                    errorbar=("pi", 100), dodge=0.3, sharey=False, height=3, aspect=1.2)
+                    errorbar=("pi", 100), dodge=_dodge(long, "method"), sharey=False, height=3, aspect=1.2)
     for ax in g.axes.flat:
         ax.tick_params(axis="x", rotation=30)
         ax.axhline(0, color="grey", lw=0.8)
@@ -441,13 +446,13 @@ def representation_geometry(summary: pd.DataFrame):
     layers = sorted(df.layer.unique(), key=lambda n: (n == "head", n))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     sns.pointplot(data=df, x="layer", y="input_coherence", hue="variant", order=layers, hue_order=order,
-                  errorbar=("pi", 100), dodge=0.3, ax=axes[0])
+                  errorbar=("pi", 100), dodge=_dodge(df, "variant"), ax=axes[0])
     floor = df.groupby("layer").input_coherence_min.mean().reindex(layers)
     axes[0].plot(range(len(layers)), floor.to_numpy(), "k:", label="k/d (incoherent floor)")
     axes[0].set_ylabel("subspace coherence ν of the layer input")
     axes[0].set_yscale("log")
     sns.pointplot(data=df, x="layer", y="anisotropy_mean", hue="variant", order=layers, hue_order=order,
-                  errorbar=("pi", 100), dodge=0.3, ax=axes[1], legend=False)
+                  errorbar=("pi", 100), dodge=_dodge(df, "variant"), ax=axes[1], legend=False)
     bound = df.groupby("layer").anisotropy_bound.mean().reindex(layers)
     axes[1].plot(range(len(layers)), bound.to_numpy(), "k:", label="Bernstein level (δ)")
     axes[1].set_ylabel("mean anisotropy ‖S_i − p·I‖₂")
