@@ -9,8 +9,6 @@ activation matching; the authors' ``DotProduct`` mode with normalised similariti
 """
 from __future__ import annotations
 
-import inspect
-
 import torch
 from torch import nn
 
@@ -65,13 +63,15 @@ def _as_samples(f: torch.Tensor) -> torch.Tensor:
     return f.movedim(1, -1).reshape(-1, f.shape[1])
 
 
-def _features(model: nn.Module, x: torch.Tensor, at: str) -> list[torch.Tensor]:
-    if at == "post_activation":
-        return model.hidden_features(x)
-    if "at" not in inspect.signature(model.hidden_features).parameters:
-        raise ValueError(f"{type(model).__name__} gives post-activation features only; feature point {at!r} "
+def _features(model: nn.Module, x: torch.Tensor, points) -> dict[str, list[torch.Tensor]]:
+    """{point: features of every hidden layer}: one forward pass (``features_at``) where the model has it."""
+    if tuple(points) == ("post_activation",):
+        return {"post_activation": model.hidden_features(x)}
+    if not hasattr(model, "features_at"):
+        other = [p for p in points if p != "post_activation"]
+        raise ValueError(f"{type(model).__name__} gives post-activation features only; feature point {other[0]!r} "
                          f"needs an MLP (analysis.matching_features)")
-    return model.hidden_features(x, at=at)
+    return model.features_at(x, tuple(points))
 
 
 @torch.no_grad()
@@ -82,9 +82,10 @@ def feature_moments(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, bat
     model_b.eval()
     moments: dict[str, list[_Moments]] = {}
     for i in range(0, len(x), batch_size):
+        fa_all = _features(model_a, x[i:i + batch_size], points)
+        fb_all = _features(model_b, x[i:i + batch_size], points)
         for at in points:
-            fa = _features(model_a, x[i:i + batch_size], at)
-            fb = _features(model_b, x[i:i + batch_size], at)
+            fa, fb = fa_all[at], fb_all[at]
             idx = range(len(fa)) if layers is None else layers
             ms = moments.setdefault(at, [_Moments() for _ in idx])
             for m, j in zip(ms, idx):

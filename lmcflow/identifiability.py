@@ -318,10 +318,12 @@ def swap_summary(t: torch.Tensor, m: torch.Tensor | None = None, r: torch.Tensor
     n = t.shape[0]
     off = ~torch.eye(n, dtype=torch.bool)
     vals = t[off]
+    # a swap counts as negative beyond rounding noise: T of a standard layer is 0 up to ~1e-16 of the costs
+    scale = max(float(t.abs().max()) if n else 0.0, float(torch.as_tensor(m).abs().max()) if m is not None else 0.0)
     out = {"n_units": n, "swap_median": float(vals.median()) if n > 1 else float("nan"),
            "swap_mean": float(vals.mean()) if n > 1 else float("nan"),
            "swap_q10": float(torch.quantile(vals, 0.1)) if n > 1 else float("nan"),
-           "swap_frac_negative": float((vals < 0).double().mean()) if n > 1 else float("nan")}
+           "swap_frac_negative": float((vals < -1e-9 * scale).double().mean()) if n > 1 else float("nan")}
     if m is not None:
         m = torch.as_tensor(m).double()
         self_cost = torch.diagonal(m)

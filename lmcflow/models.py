@@ -121,15 +121,22 @@ class MLP(nn.Module):
         """Every hidden layer's features at ``at`` (``FEATURE_POINTS``); ``pre=True`` is ``at="post_norm"``
         (the pre-activations)."""
         at = "post_norm" if pre else at
-        if at not in FEATURE_POINTS:
-            raise ValueError(f"feature point {at!r} is unknown; allowed: {', '.join(FEATURE_POINTS)}")
-        out = []
+        return self.features_at(x, (at,))[at]
+
+    def features_at(self, x: torch.Tensor, points=FEATURE_POINTS) -> dict[str, list[torch.Tensor]]:
+        """{feature point: every hidden layer's features there}, all from one forward pass."""
+        unknown = [p for p in points if p not in FEATURE_POINTS]
+        if unknown:
+            raise ValueError(f"feature point {unknown[0]!r} is unknown; allowed: {', '.join(FEATURE_POINTS)}")
+        out = {p: [] for p in points}
         h = x.flatten(1)
         for layer, norm, gate in zip(self.layers, self.norms, self.gates):
             lin = layer(h)
             z = norm(lin)
             h = nonlinearity(self.act, gate, z)
-            out.append({"post_linear": lin, "post_norm": z, "post_activation": h}[at])
+            for p, v in (("post_linear", lin), ("post_norm", z), ("post_activation", h)):
+                if p in out:
+                    out[p].append(v)
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

