@@ -67,10 +67,9 @@ def time_training(init_model, spec, device, steps, batch, precision, determinist
            "schedule": "cosine", "warmup_epochs": 0, "augment": augment, "precision": precision,
            "checkpoint_every": 0}
     model = copy.deepcopy(init_model).to(device)
-    quiet = lambda m: None  # noqa: E731
-    train(model, data, dict(cfg, epochs=1), 0, device, log=quiet)  # warm-up: cuDNN plans, allocator
+    train(model, data, dict(cfg, epochs=1), 0, device)  # warm-up: cuDNN plans, allocator
     torch.cuda.synchronize()
-    info = train(model, data, cfg, 1, device, log=quiet)
+    info = train(model, data, cfg, 1, device)
     torch.cuda.synchronize()
     return info["train_seconds"] / steps
 
@@ -116,8 +115,10 @@ def main(argv=None) -> int:
             rows.append(row)
             extra = (f"  fp32 {row['fp32_tflops']:.1f} TFLOP/s (bf16 {row['bf16_speedup_vs_fp32']:.1f}x faster), "
                      f"deterministic/non {row['determinism_cost']:.2f}x") if "fp32_step_s" in row else ""
-            print(f"{arch:9s} x{width:<6g} {row['params'] / 1e6:8.2f}M params  step {row['bf16_step_s'] * 1e3:8.2f} ms"
-                  f"  {row['bf16_tflops']:7.1f} TFLOP/s bf16 ({100 * row['bf16_fraction_of_peak']:.1f}% of peak){extra}",
+            print(f"{arch:9s} x{width:<6g} {row['params'] / 1e6:8.2f}M params"
+                  f"  step {row['bf16_step_s'] * 1e3:8.2f} ms"
+                  f"  {row['bf16_tflops']:7.1f} TFLOP/s bf16"
+                  f" ({100 * row['bf16_fraction_of_peak']:.1f}% of peak){extra}",
                   flush=True)
     result = {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
               "peak_bf16_tflops": peak, "steps": args.steps, "rows": rows}

@@ -60,7 +60,7 @@ def main():
     xs = torch.randn(n, 1, 28, 28)
     ys = torch.randint(0, 10, (n,))
     t0 = time.perf_counter()
-    for xb, yb in torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs, ys), batch_size=args.batch,
+    for _xb, _yb in torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs, ys), batch_size=args.batch,
                                               shuffle=True):
         pass
     loader = time.perf_counter() - t0

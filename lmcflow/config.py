@@ -86,8 +86,8 @@ def _block_defaults(block: str) -> dict:
 
 
 def block_defaults(block: str) -> dict:
-    """A copy of the schema defaults of one point block (``model``, ``train``, ``merge``, ``analysis``) or of
-    ``symmetry``."""
+    """A copy of the schema defaults of one point block (``model``, ``train``, ``merge``, ``analysis``)
+    or of ``symmetry``."""
     return copy.deepcopy(_block_defaults(block))
 
 
@@ -494,3 +494,73 @@ def check_alignment_semantics(points: dict) -> None:
         if wanted and not any(point_matches(p, alignment_params(p)["at"]) for p in pts):
             raise ConfigError(f"studies.{name}: merge.alignment.at {alignment_params(pts[0])['at']} matches no "
                               f"point of the study, so merge.methods {sorted(wanted)} would never run")
+
+
+# --------------------------------------------------------------------------- bundled training
+# ``train`` keys that do not change what a model learns: members of a bundle may differ in them, and
+# the digest of a resumable training state ignores them.
+EXECUTION_KEYS = ("resources", "checkpoint_every", "bundle", "compile")
+# ``model.symmetry`` keys that change the values of buffers (masks, offsets, gate matrices), never a shape.
+BUFFER_SYMMETRY_KEYS = ("sigma_f", "sigma_f_scale", "mask_seed", "n_fixed", "mask_type", "mask_density",
+                        "fixed_scaling", "gate_scale")
+_SYMMETRY_STRUCTURE = {"standard": "plain", "sigma_asymmetric": "gated", "w_asymmetric": "masked", "syre": "masked"}
+
+
+def learning_settings(train: dict) -> dict:
+    """A point's ``train`` block without execution-only keys: what the members of a bundle must share."""
+    return {k: v for k, v in (train or {}).items() if k not in EXECUTION_KEYS}
+
+
+def data_shape_key(dataset: str, data_cfg: dict | None = None) -> list:
+    """What fixes the shape of a dataset's tensors, from the config alone (no data is read).
+
+    Synthetic datasets of one generator with the same shape parameters (gaussian_subspace: classes, d,
+    n_train; coherence: d, n_train; a parameter left out counts as "default") share a key, so e.g. the
+    intrinsic-dimension sweep over k can be bundled; a subset is (base, n_train); any other dataset
+    only matches itself. The training job still checks the actual tensors.
+    """
+    cfg = data_cfg or {}
+    syn = (cfg.get("synthetic") or {}).get(dataset)
+    if syn is not None:
+        gen = syn.get("generator")
+        keys = ("classes", "d", "n_train") if gen == "gaussian_subspace" else ("d", "n_train")
+        return ["synthetic", gen] + [syn.get(k, "default") for k in keys]
+    sub = (cfg.get("subsets") or {}).get(dataset)
+    if sub is not None:
+        return ["subset", sub.get("base"), sub.get("n_train")]
+    return ["dataset", dataset]
+
+
+def bundle_key(point: Point, data_cfg: dict | None = None) -> str:
+    """Points with equal keys can train in one bundle (``lmcflow.bundle``): same model structure (the
+    model block, with ``symmetry`` reduced to the layer kinds it builds: σ_F, masks and seeds only change
+    buffers), same learning settings and training data of the same shape. A readable JSON string."""
+    import json
+
+    model = {k: v for k, v in point.model.items() if k != "symmetry"}
+    kind = (point.model.get("symmetry") or {}).get("kind", "standard")
+    return json.dumps({"model": model, "layers": _SYMMETRY_STRUCTURE.get(kind, kind),
+                       "train": learning_settings(point.train), "data": data_shape_key(point.dataset, data_cfg)},
+                      sort_keys=True, default=str)
+
+
+def check_bundle_points(points: list, data_cfg: dict | None = None, label: str = "bundle") -> None:
+    """ConfigError naming two points of ``points`` that cannot share a bundle, and how they differ."""
+    import json
+
+    if not points:
+        return
+    ref = json.loads(bundle_key(points[0], data_cfg))
+    for p in points[1:]:
+        key = json.loads(bundle_key(p, data_cfg))
+        if key != ref:
+            diff = []
+            for block, want in ref.items():
+                got = key[block]
+                if isinstance(want, dict):
+                    diff += [f"{block}.{k}" for k in sorted(set(want) | set(got)) if want.get(k) != got.get(k)]
+                elif want != got:
+                    diff.append(block)
+            raise ConfigError(f"{label}: points {points[0].study}/{points[0].point} and {p.study}/{p.point} cannot "
+                              f"train in one bundle: they differ in {', '.join(diff)} (a bundle needs the same model "
+                              f"structure, train settings and data shape)")

@@ -6,6 +6,8 @@ claims, figures) live in ``lmcflow.report_jobs``, which imports no torch.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import logging
 import os
 import platform
@@ -21,7 +23,7 @@ from lmcflow.merging import evaluate_path
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.seeding import derive_seed
 from lmcflow.tables import point_columns, read_table, write_table
-from lmcflow.training import evaluate, late_loss_drop, resolve_device, train
+from lmcflow.training import evaluate, late_loss_drop, resolve_device, resolve_precision, train
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +50,42 @@ def init_model(spec: ModelSpec, seed: int) -> torch.nn.Module:
         return build_model(spec)
 
 
-def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: str, device: str = "auto",
-              state_path: str | None = None) -> dict:
+def train_digest(point: Point, seed: int, data_meta: dict, precision: str) -> str:
+    """SHA-256 of everything that decides a trained model: dataset (name and prepared-file metadata,
+    which holds its sizes and normalisation statistics), model block, train settings (without
+    execution-only keys such as resources, checkpoint_every and bundle), seed and the precision
+    actually used. Stored in resumable states: a state of another digest is never resumed."""
+    from lmcflow.config import learning_settings
+
+    payload = {"dataset": point.dataset, "data": data_meta, "model": point.model,
+               "train": learning_settings(point.train), "seed": int(seed), "precision": precision}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def state_path_for(ckpt: str, point: Point, seed: int, state_dir: str | None = None) -> Path:
+    """Resumable training state of a model: beside its checkpoint, or under ``state_dir``."""
+    if state_dir is None:
+        return Path(ckpt).with_name(Path(ckpt).stem + ".state.safetensors")
+    return Path(state_dir) / point.study / point.point / f"seed-{seed}.state.safetensors"
+
+
+def run_label(point: Point, seed: int) -> str:
+    return f"{point.study}/{point.point}/seed-{seed}"
+
+
+def default_bundle_id(members: list[tuple[Point, int]]) -> str:
+    """``study/point/seed-S`` for one model, ``study/point/seeds-0+1+2`` for seeds of one point, else
+    ``bundle-<12 hex digits of the SHA-256 of the sorted member labels>``."""
+    if len(members) == 1:
+        return run_label(*members[0])
+    if len({(p.study, p.point) for p, _ in members}) == 1:
+        p = members[0][0]
+        return f"{p.study}/{p.point}/seeds-{'+'.join(str(s) for s in sorted(s for _, s in members))}"
+    labels = "\n".join(sorted(run_label(p, s) for p, s in members))
+    return "bundle-" + hashlib.sha256(labels.encode()).hexdigest()[:12]
+
+
+def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: str, device: str = "auto") -> dict:
     t0 = time.perf_counter()
     dev = resolve_device(device)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -58,8 +94,17 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
     model = init_model(spec, seed).to(dev)
     log.info(f"[train] {point.study}/{point.point} seed={seed} arch={spec.arch} width={spec.width} "
         f"params={count_parameters(model)} device={dev}")
-    state_path = state_path or Path(out_ckpt).with_name(Path(out_ckpt).stem + ".state.safetensors")
-    info = train(model, data, point.train, seed, dev, state_path=state_path)
+    state_path = state_path_for(out_ckpt, point, seed)
+    digest = train_digest(point, seed, data.meta, resolve_precision(point.train.get("precision", "auto"), dev))
+    info = train(model, data, point.train, seed, dev, state_path=state_path, state_digest=digest,
+                 name=f"{point.study}/{point.point} seed={seed}")
+    return _write_trained(point, seed, spec, model, data, info, out_ckpt, out_row, dev, run_label(point, seed), t0)
+
+
+def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: dict, out_ckpt: str, out_row: str,
+                   dev, bundle_id: str, t0: float) -> dict:
+    """Checkpoint (safetensors: weights + spec, point, seed, history; nothing host- or time-dependent),
+    its SHA-256, and the model's one-row ``runs`` table (timings and host live only there)."""
     metrics = {s: evaluate(model, data.x[s], data.y[s], data.task) for s in ("train", "val", "test")}
     meta = {"model_spec": spec.to_dict(), "study": point.study, "point": point.point, "seed": seed,
             "history": info["history"]}
@@ -70,22 +115,67 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
            "wall_time_s": time.perf_counter() - t0, "train_seconds": info["train_seconds"],
            "device": _device_name(dev),
            "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
-           "slurm_job_id": os.environ.get("SLURM_JOB_ID", "")}
+           "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id}
     write_table(out_row, "runs", [row])
-    log.info(f"[train] done: test acc={metrics['test']['acc']:.4f} loss={metrics['test']['loss']:.4f} "
-        f"sha256={digest[:12]}")
+    log.info(f"[train] {point.study}/{point.point} seed={seed} done: test acc={metrics['test']['acc']:.4f} "
+        f"loss={metrics['test']['loss']:.4f} sha256={digest[:12]}")
     return row
 
 
-def run_train_bundle(point: Point, seeds: list, data_path: str, out_dir: str, device: str = "auto",
-                     state_dir: str | None = None) -> list[dict]:
-    """Train the models of one bundle (``lmcflow.bundles``) into ``out_dir``: ``seed-<s>.safetensors`` and
-    ``seed-<s>.run.parquet`` per seed."""
+def run_train_bundle(members: list[dict], data_paths: dict, device: str = "auto", state_dir: str | None = None,
+                     bundle_id: str | None = None) -> list[dict]:
+    """Train several models as one bundle (``lmcflow.bundle.train_bundle``) and write, for each, exactly
+    what ``run_train`` writes for it: its checkpoint, SHA-256 and one-row ``runs`` table.
+
+    ``members``: one dict per model, ``{"point": Point (or its dict), "seed": int, "ckpt": checkpoint
+    path, "row": run-row path}``; models and train settings must agree (``bundle.check_bundle``).
+    ``data_paths``: dataset name -> prepared data file (each loaded once). ``state_dir``: where the
+    resumable states go (None: beside each checkpoint, as ``run_train``). ``bundle_id``: the
+    ``bundle_id`` column (default ``default_bundle_id``). Returns the run rows of the written models.
+    A bundle of one trains exactly as ``run_train``. If members diverge, the healthy ones are written
+    (and their final states kept) before ``DivergenceError`` names the diverged points and seeds.
+    """
+    from lmcflow.bundle import Member, train_bundle
+    from lmcflow.training import DivergenceError
+
+    t0 = time.perf_counter()
+    if not members:
+        raise ValueError("run_train_bundle: no members")
+    dev = resolve_device(device)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    entries = [(m["point"] if isinstance(m["point"], Point) else Point.from_dict(m["point"]), int(m["seed"]),
+                str(m["ckpt"]), str(m["row"])) for m in members]
+    missing = sorted({p.dataset for p, *_ in entries} - set(data_paths))
+    if missing:
+        raise ValueError(f"run_train_bundle: data_paths has no file for dataset(s) {missing}")
+    datasets = {name: load_dataset(data_paths[name]).to(dev) for name in sorted({p.dataset for p, *_ in entries})}
+    bid = bundle_id or default_bundle_id([(p, s) for p, s, *_ in entries])
+    bundle, specs = [], []
+    for point, seed, ckpt, _ in entries:
+        data = datasets[point.dataset]
+        spec = model_spec_for(point, data)
+        specs.append(spec)
+        precision = resolve_precision(point.train.get("precision", "auto"), dev)
+        bundle.append(Member(model=init_model(spec, seed).to(dev), data=data, seed=seed, cfg=point.train,
+                             name=f"{point.study}/{point.point} seed={seed}",
+                             state_path=state_path_for(ckpt, point, seed, state_dir),
+                             digest=train_digest(point, seed, data.meta, precision)))
+    log.info(f"[train] bundle {bid}: {len(bundle)} models arch={specs[0].arch} width={specs[0].width} "
+             f"params={count_parameters(bundle[0].model)} each, device={dev}")
+    failure = None
+    try:
+        results = train_bundle(bundle, dev)
+    except DivergenceError as err:
+        if not err.results:
+            raise
+        failure, results = err, err.results
     rows = []
-    for seed in seeds:
-        state = f"{state_dir}/seed-{seed}.state.safetensors" if state_dir else None
-        rows.append(run_train(point, int(seed), data_path, f"{out_dir}/seed-{seed}.safetensors",
-                              f"{out_dir}/seed-{seed}.run.parquet", device=device, state_path=state))
+    for (point, seed, ckpt, row_path), spec, member, res in zip(entries, specs, bundle, results, strict=True):
+        if res["diverged"] is None:
+            rows.append(_write_trained(point, seed, spec, member.model, member.data, res, ckpt, row_path, dev,
+                                       bid, t0))
+    if failure is not None:
+        raise failure
     return rows
 
 
@@ -125,8 +215,8 @@ def run_merge_block(point: Point, pairs: list, methods: list, models: dict, alig
     for seed_a, seed_b in pairs:
         for method in methods:
             t0 = time.perf_counter()
-            model_a, model_b, _ = aligned_pair(loaded[seed_a], loaded[seed_b],
-                                               perms.get(method, {}).get((seed_a, seed_b)))
+            perm = perms.get(method, {}).get((seed_a, seed_b))
+            model_a, model_b, _ = aligned_pair(loaded[seed_a], loaded[seed_b], perm)
             sd_a = {k: v.clone() for k, v in model_a.state_dict().items()}  # evaluate_path loads θ(λ) into model_a
             sd_b = model_b.state_dict()
             path = evaluate_path(model_a, sd_a, sd_b, data, lambdas, train_eval_size=point.merge["train_eval_size"],

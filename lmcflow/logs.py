@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import resource
 import sys
+import time
 from pathlib import Path
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# The first and last line of every job log: CPU seconds before the job's own work began (interpreter,
+# Snakemake's script preamble, imports) and in all. benchmarks/startup_share.py sums them over a run.
+STARTUP_LINE = "[job] start-up: {cpu:.3f} CPU-s before the job's work (interpreter, imports)"
+DONE_LINE = "[job] finished: {cpu:.3f} CPU-s in all, {wall:.2f} s wall since start-up"
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 @contextlib.contextmanager
@@ -32,8 +44,12 @@ def job_log(path: str | None, level: int = logging.INFO):
         logging.captureWarnings(True)
         old_streams = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = fh
+        job = logging.getLogger("lmcflow.job")
+        job.info(STARTUP_LINE.format(cpu=cpu_seconds()))
+        t0 = time.perf_counter()
         try:
             yield
+            job.info(DONE_LINE.format(cpu=cpu_seconds(), wall=time.perf_counter() - t0))
         except BaseException:
             logging.getLogger("lmcflow").exception("job failed")
             raise

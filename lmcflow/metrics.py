@@ -64,12 +64,22 @@ def fit_inverse_temperature(logits: torch.Tensor, y: torch.Tensor,
     CE(β z) is convex in β, so a bounded 1-D search over log β finds the global
     optimum; logits are computed once by the caller and reused.
     """
-    import torch.nn.functional as F
+    import torch
     from scipy.optimize import (
         minimize_scalar,  # lazy: scipy costs ~0.6 s of every job's start-up
     )
 
+    # CE(βz, y) = β·mean_i(m_i − z_{i,y_i}) + mean_i log Σ_j exp(β(z_ij − m_i)), m_i = max_j z_ij: the
+    # objective of F.cross_entropy(β z, y) (equal to ~1e-15), 3.5x cheaper per evaluation with the
+    # shifts precomputed and the classes as rows.
     z = logits.detach().double()
-    res = minimize_scalar(lambda t: F.cross_entropy(z * math.exp(t), y).item(),
-                          bounds=log_bounds, method="bounded", options={"xatol": 1e-7})
+    m = z.max(1).values
+    shifted = (z - m[:, None]).t().contiguous()
+    offset = (m - z.gather(1, y[:, None]).squeeze(1)).mean().item()
+
+    def ce(t: float) -> float:
+        beta = math.exp(t)
+        return beta * offset + torch.exp(shifted * beta).sum(0).log().mean().item()
+
+    res = minimize_scalar(ce, bounds=log_bounds, method="bounded", options={"xatol": 1e-7})
     return float(math.exp(res.x))

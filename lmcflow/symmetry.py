@@ -46,8 +46,8 @@ Storage
 Symmetry-breaking linear / conv layers are subclasses of ``nn.Linear`` /
 ``nn.Conv2d`` with two buffers of the weight's shape, saved in every checkpoint:
 ``<module>.mask`` (D; 1 = trainable) and ``<module>.offset`` (w_asymmetric:
-(1−D)⊙σ_F·s_l·F, zero at trainable positions; syre: the dense σ_F·s_l·F). ``<module>.weight`` holds the trainable part and is
-zero at fixed positions; the forward pass uses W_eff = mask⊙weight + offset, so
+(1−D)⊙σ_F·s_l·F, zero at trainable positions; syre: the dense σ_F·s_l·F). ``<module>.weight`` holds the
+trainable part and is zero at fixed positions; the forward pass uses W_eff = mask⊙weight + offset, so
 fixed positions get exactly zero gradient, and since the weight there is zero,
 SGD (momentum, weight decay) and AdamW leave it at zero. ``effective_weight``
 gives W_eff for any linear / conv layer. Interpolating two such models that

@@ -7,6 +7,7 @@ exactly the same sequence of batches and learning rates.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -17,14 +18,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lmcflow.io import load_tensors, save_tensors
+from lmcflow.io import CorruptFileError, load_tensors, save_tensors
 from lmcflow.seeding import generator
 
 log = logging.getLogger(__name__)
 
 
 class DivergenceError(RuntimeError):
-    pass
+    """Training produced a non-finite loss. For a bundle, ``diverged`` describes every diverged member
+    (name, epoch, step, global step, lr, loss) and ``results`` holds every member's training result."""
+
+    def __init__(self, message: str, diverged: list | None = None, results: list | None = None):
+        super().__init__(message)
+        self.diverged = diverged or []
+        self.results = results or []
 
 
 def resolve_device(choice: str = "auto") -> torch.device:
@@ -77,9 +84,9 @@ def lr_at(step: int, total_steps: int, cfg: dict) -> float:
     base = float(cfg["lr"])
     kind = cfg.get("schedule", "cosine")
     if kind == "geometric_warmup":  # ×lr_growth after each of the first warmup_epochs epochs, then constant
-        epochs = min(step // cfg["_steps_per_epoch"], int(round(float(cfg.get("warmup_epochs", 0)))))
+        epochs = min(step // cfg["_steps_per_epoch"], round(float(cfg.get("warmup_epochs", 0))))
         return base * float(cfg.get("lr_growth", 1.0)) ** epochs
-    warm = int(round(float(cfg.get("warmup_epochs", 0)) * cfg["_steps_per_epoch"]))
+    warm = round(float(cfg.get("warmup_epochs", 0)) * cfg["_steps_per_epoch"])
     if step < warm:
         return base * (step + 1) / warm
     t = (step - warm) / max(1, total_steps - warm)
@@ -95,10 +102,20 @@ def lr_at(step: int, total_steps: int, cfg: dict) -> float:
 
 
 def make_optimizer(model: nn.Module, cfg: dict) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad]
-    if cfg.get("weight_decay_on", "all") == "weights":  # no decay on biases and norm parameters (1-d)
-        groups = [{"params": [p for p in params if p.dim() > 1]},
-                  {"params": [p for p in params if p.dim() <= 1], "weight_decay": 0.0}]
+    return optimizer_for([p for p in model.parameters() if p.requires_grad], cfg)
+
+
+def optimizer_for(params: list[torch.Tensor], cfg: dict, stacked: bool = False) -> torch.optim.Optimizer:
+    """The ``train.optimizer`` over ``params`` (one model's, or a bundle's stacked parameters: SGD and
+    AdamW act elementwise, so stacking changes no member's update).
+
+    With ``train.weight_decay_on: weights`` biases and norm parameters (1-d per model; 2-d when
+    ``stacked``, whose dim 0 is the member) form a second group without weight decay; the optimizer
+    then holds the decayed parameters first, each group in the order of ``params``."""
+    if cfg.get("weight_decay_on", "all") == "weights":
+        per_model = [p.dim() - int(stacked) for p in params]
+        groups = [{"params": [p for p, d in zip(params, per_model, strict=True) if d > 1]},
+                  {"params": [p for p, d in zip(params, per_model, strict=True) if d <= 1], "weight_decay": 0.0}]
         params = [g for g in groups if g["params"]]
     kind = cfg.get("optimizer", "sgd")
     if kind == "sgd":
@@ -112,10 +129,21 @@ def make_optimizer(model: nn.Module, cfg: dict) -> torch.optim.Optimizer:
 
 def augment_crop_flip(x: torch.Tensor, g: torch.Generator, pad: int = 4) -> torch.Tensor:
     """Random crop with zero padding and random horizontal flip (standard CIFAR augmentation)."""
-    n, _, h, w = x.shape
+    return apply_crop_flip(x, *crop_flip_draws(len(x), g, pad), pad=pad)
+
+
+def crop_flip_draws(n: int, g: torch.Generator, pad: int = 4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The random draws of ``augment_crop_flip`` for ``n`` images, in the order it makes them."""
     flip = torch.rand(n, generator=g) < 0.5
     dx = torch.randint(0, 2 * pad + 1, (n,), generator=g)
     dy = torch.randint(0, 2 * pad + 1, (n,), generator=g)
+    return flip, dx, dy
+
+
+def apply_crop_flip(x: torch.Tensor, flip: torch.Tensor, dx: torch.Tensor, dy: torch.Tensor,
+                    pad: int = 4) -> torch.Tensor:
+    """Crop each image of ``x`` (N, C, H, W) at offset (dy, dx) of its zero-padded copy, then flip it."""
+    n, _, h, w = x.shape
     xp = F.pad(x, (pad, pad, pad, pad))
     rows = (dy.to(x.device)[:, None] + torch.arange(h, device=x.device)[None])  # (n, h)
     cols = (dx.to(x.device)[:, None] + torch.arange(w, device=x.device)[None])  # (n, w)
@@ -189,18 +217,36 @@ def _restore_optimizer(opt, tensors: dict, scalars: dict) -> None:
     opt.load_state_dict({"state": state, "param_groups": scalars["param_groups"]})
 
 
-def save_state(path, model, opt, g_data: torch.Generator, epoch: int, history: list) -> None:
-    """Everything needed to continue training bit-identically after ``epoch`` epochs."""
+def save_state(path, model, opt, g_data: torch.Generator, epoch: int, history: list,
+               digest: str | None = None) -> None:
+    """Everything needed to continue training bit-identically after ``epoch`` epochs.
+
+    ``digest`` identifies the configuration that produced the state (``lmcflow.jobs.train_digest``);
+    a later run with another configuration discards the state instead of resuming it.
+    """
     opt_t, opt_s = _optimizer_tensors(opt)
-    tensors = {f"model/{k}": v for k, v in model.state_dict().items()}
-    tensors.update(opt_t)
+    write_state(path, model.state_dict(), opt_t, opt_s, g_data, epoch, history, digest)
+
+
+def write_state(path, model_state: dict, opt_tensors: dict, opt_scalars: dict, g_data: torch.Generator,
+                epoch: int, history: list, digest: str | None) -> None:
+    """The state file format shared by single-model and bundled training (a state written by one
+    resumes in the other): ``model/<name>``, ``opt/<param index>/<key>``, ``rng/data``, ``rng/torch``
+    tensors; epoch, optimizer scalars, history and config digest as metadata."""
+    tensors = {f"model/{k}": v for k, v in model_state.items()}
+    tensors.update(opt_tensors)
     tensors["rng/data"] = g_data.get_state()
     tensors["rng/torch"] = torch.get_rng_state()
-    save_tensors(path, tensors, {"epoch": epoch, "optimizer": opt_s, "history": history})
+    save_tensors(path, tensors, {"epoch": epoch, "optimizer": opt_scalars, "history": history, "digest": digest})
+
+
+def read_state(path) -> tuple[dict, dict]:
+    """(tensors, metadata) of a state file written by ``write_state``."""
+    return load_tensors(path, rebuild_hint="a fresh training run (delete the state file)")
 
 
 def load_state(path, model, opt, g_data: torch.Generator) -> tuple[int, list]:
-    tensors, meta = load_tensors(path, rebuild_hint="a fresh training run (delete the state file)")
+    tensors, meta = read_state(path)
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
     _restore_optimizer(opt, tensors, meta["optimizer"])
     g_data.set_state(tensors["rng/data"])
@@ -219,15 +265,44 @@ def late_loss_drop(history: list[dict]) -> float:
     return losses[-1 - k] - losses[-1]
 
 
+def usable_state(path, digest: str | None) -> bool:
+    """True if a resumable state exists at ``path`` and was written for configuration ``digest``.
+
+    A state of another configuration (or without a digest, when one is expected) is deleted with a
+    warning: resuming it would continue stale weights under a changed config. ``digest=None``
+    accepts any state.
+    """
+    if path is None or not Path(path).exists():
+        return False
+    if digest is None:
+        return True
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            stored = json.loads((fh.metadata() or {}).get("lmcflow", "{}")).get("digest")
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CorruptFileError(f"{path}: cannot be read as a training state ({err}). Delete it; the model "
+                               f"then trains from scratch.") from err
+    if stored == digest:
+        return True
+    log.warning(f"[train] {path}: state of another configuration (digest {str(stored)[:12]}, expected "
+                f"{digest[:12]}); deleted, training from scratch")
+    os.unlink(path)
+    return False
+
+
 # --------------------------------------------------------------------------- training loop
 def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
-          state_path: str | os.PathLike | None = None) -> dict:
+          state_path: str | os.PathLike | None = None, state_digest: str | None = None,
+          name: str = "") -> dict:
     """Train ``model`` in place; returns the per-epoch history and timing (``epochs: 0`` leaves the
     seeded initialisation untouched: the untrained arm of the swap-cost study).
 
     ``cfg`` is the study point's ``train`` block. With ``state_path`` the loop
     saves a resumable state every ``checkpoint_every`` epochs and resumes from it
-    if it exists; the state file is removed on completion.
+    if it exists and was written under ``state_digest`` (see ``usable_state``);
+    the state file is removed on completion. ``name`` labels the model in errors.
     """
     task = data.task
     x, y = data.x["train"], data.y["train"]
@@ -243,7 +318,7 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
     g_data = generator("data-order", seed)
     lossf = loss_fn(task)
     start_epoch, history = 0, []
-    if state_path is not None and Path(state_path).exists():
+    if usable_state(state_path, state_digest):
         start_epoch, history = load_state(state_path, model, opt, g_data)
         log.info(f"[train] resumed from {state_path} after epoch {start_epoch}")
     every = int(cfg.get("checkpoint_every", 0) or 0)
@@ -259,7 +334,7 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
             for group in opt.param_groups:
                 group["lr"] = lr
             idx = perm[i * bs:(i + 1) * bs]
-            xb, yb = x[idx], y[idx]
+            xb, yb = x.index_select(0, idx), y.index_select(0, idx)  # = x[idx], several times faster
             if augment == "crop_flip":
                 xb = augment_crop_flip(xb, g_data)
             with autocast(device, precision):
@@ -267,10 +342,12 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
             out = out.float()
             loss = lossf(out.squeeze(-1), yb.float()) if task == "regression" else lossf(out, yb)
             if not torch.isfinite(loss):
+                where = {"name": name, "seed": seed, "epoch": epoch + 1, "step": i + 1,
+                         "steps_per_epoch": steps_per_epoch, "global_step": step, "lr": lr, "loss": loss.item()}
                 raise DivergenceError(
-                    f"training diverged: loss={loss.item()} at epoch {epoch + 1}/{epochs}, step {i + 1}/"
-                    f"{steps_per_epoch} (global step {step}), lr={lr:.4g}. No model was written; lower "
-                    f"train.lr or raise train.warmup_epochs.")
+                    f"training{' of ' + name if name else ''} diverged: loss={loss.item()} at epoch {epoch + 1}/"
+                    f"{epochs}, step {i + 1}/{steps_per_epoch} (global step {step}), lr={lr:.4g}. No model was "
+                    f"written; lower train.lr or raise train.warmup_epochs.", diverged=[where])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -283,7 +360,7 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
         log.info(f"[train] epoch {epoch + 1}/{epochs} loss={row['train_loss']:.4f} acc={row['train_acc']:.4f} "
             f"lr={lr:.4g} elapsed={time.perf_counter() - t0:.1f}s")
         if state_path is not None and every and (epoch + 1) % every == 0 and epoch + 1 < epochs:
-            save_state(state_path, model, opt, g_data, epoch + 1, history)
+            save_state(state_path, model, opt, g_data, epoch + 1, history, state_digest)
     if state_path is not None and Path(state_path).exists():
         os.unlink(state_path)
     return {"history": history, "precision": precision, "train_seconds": time.perf_counter() - t0}

@@ -172,7 +172,8 @@ class _Checker:
                          self.table_rule(table_path))
             return
         where = self.rel(table_path)
-        for recorded, digest in zip(df[path_col], df[hash_col], strict=True):
+        # one file may serve several rows (a pair block's permutations): check each file once
+        for recorded, digest in dict.fromkeys(zip(df[path_col], df[hash_col], strict=True)):
             path = self.resolve(recorded)
             self.v.checked[f"{path_col.replace('_', ' ')}s"] += 1
             if not path.is_file():

@@ -198,3 +198,55 @@ def test_asymmetric_buffers_and_weight_matching_are_device_independent():
     p_cpu, _ = weight_matching(ps, a.state_dict(), b.state_dict(), max_iter=20)
     p_gpu, _ = weight_matching(ps, a.cuda().state_dict(), b.cuda().state_dict(), max_iter=20)
     assert all(torch.equal(p_cpu[g], p_gpu[g].cpu()) for g in p_cpu)
+
+
+# --------------------------------------------------------------------------- bundled training and batched λ paths
+@pytest.mark.parametrize("arch,precision,compile_mode", [("mlp", "fp32", False), ("resnet20", "auto", False),
+                                                         ("mlp", "auto", "default"),
+                                                         ("mlp", "auto", "reduce-overhead")])
+def test_bundle_on_cuda_is_deterministic_and_close_to_single_runs(tmp_path, vector_data, image_data, arch, precision,
+                                                                  compile_mode):
+    from lmcflow.jobs import run_train_bundle
+
+    point = make_point(arch, precision=precision)
+    point.seeds = [0, 1, 2]
+    point.train["compile"] = compile_mode
+    data = vector_data if arch == "mlp" else image_data
+    runs = []
+    for tag in ("a", "b"):
+        members = [{"point": point, "seed": s, "ckpt": str(tmp_path / f"{tag}-{s}.safetensors"),
+                    "row": str(tmp_path / f"{tag}-{s}.parquet")} for s in point.seeds]
+        runs.append(pd.DataFrame(run_train_bundle(members, {"syn": data}, device=CUDA)))
+    assert runs[0].checkpoint_sha256.tolist() == runs[1].checkpoint_sha256.tolist()  # same bits, twice
+    single = str(tmp_path / "single-0.safetensors")
+    run_train(point, 0, data, single, str(tmp_path / "single-0.parquet"), device=CUDA)
+    a, b = load_tensors(single)[0], load_tensors(tmp_path / "a-0.safetensors")[0]
+    dw = max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+    dloss = abs(read_table(tmp_path / "single-0.parquet", "runs").test_loss[0] - runs[0].test_loss[0])
+    print(f"\n{arch} {precision} compile={compile_mode}: bundle member vs single run on CUDA: max |Δw| {dw:.2e}, "
+          f"|Δ test loss| {dloss:.2e}")
+    assert dloss < (1e-3 if precision == "fp32" else 5e-2)
+
+
+@pytest.mark.parametrize("arch", ["mlp", "resnet20"])
+def test_batched_lambda_path_on_cuda_equals_the_loop(arch):
+    from lmcflow.config import lambda_grid
+    from lmcflow.data import Dataset
+    from lmcflow.merging import evaluate_path
+
+    dev = resolve_device(CUDA)
+    shape = (20,) if arch == "mlp" else (3, 16, 16)
+    spec = ModelSpec(arch=arch, in_shape=shape, num_classes=4, width=1.0 if arch == "mlp" else 0.5, depth=2,
+                     base_width=64, norm="none" if arch == "mlp" else "batchnorm")
+    g = torch.Generator().manual_seed(0)
+    data = Dataset({s: torch.randn(300, *shape, generator=g).to(dev) for s in ("train", "val", "test")},
+                   {s: torch.randint(0, 4, (300,), generator=g).to(dev) for s in ("train", "val", "test")},
+                   {"in_shape": list(shape), "num_classes": 4, "task": "classification"})
+    torch.manual_seed(0)
+    a, b = build_model(spec).to(dev), build_model(spec).to(dev)
+    loop = evaluate_path(build_model(spec).to(dev), a.state_dict(), b.state_dict(), data, lambda_grid(5),
+                         batched=False)
+    stacked = evaluate_path(build_model(spec).to(dev), a.state_dict(), b.state_dict(), data, lambda_grid(5),
+                            batched=True)
+    for key, tol in (("loss", 1e-4), ("calibrated_loss", 1e-4), ("beta", 1e-3), ("acc", 0.01)):
+        assert max(abs(r0[key] - r1[key]) for r0, r1 in zip(loop, stacked, strict=True)) <= tol, key

@@ -5,6 +5,7 @@ identical result); the counts are printed at the end of the test session.
 """
 import copy
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -120,7 +121,7 @@ def test_divergence_fails_clearly_without_writing_a_model(tmp_path):
     res = run(tmp_path, "work/models/faults/width-1/bundle-0", config=path, check_rc=False)
     log = (tmp_path / "logs/train/faults/width-1/bundle-0.log").read_text()
     assert res.returncode != 0
-    assert "training diverged" in log and "epoch 1/4" in log and "lr=" in log
+    assert re.search(r"training of faults/width-1 seed=0 diverged", log) and "epoch 1/4" in log and "lr=" in log
     assert not (tmp_path / "work/models/faults/width-1/bundle-0/seed-0.safetensors").exists()
     record("NaN loss")
 

@@ -213,7 +213,8 @@ def test_weight_rank_rows_per_layer():
     rows = weight_rank_rows(a, b)
     assert [r["weight"] for r in rows] == [f"layers.{i}.weight" for i in range(DEPTH)]
     for r in rows:
-        assert r["rank99_a"] <= HALF and r["rank99_b"] <= HALF and r["min_dim"] == min(2 * HALF, D_IN if r["layer"] == 1 else 2 * HALF)
+        assert r["rank99_a"] <= HALF and r["rank99_b"] <= HALF
+        assert r["min_dim"] == min(2 * HALF, D_IN if r["layer"] == 1 else 2 * HALF)
 
 
 def test_active_units_and_jaccard():

@@ -59,3 +59,75 @@ def test_evaluate_path_rows(small_data):
     for r in rows:
         assert r["beta"] > 0 and 0 < r["calibrated_loss"] < float("inf")
         assert abs(r["error"] - (1 - r["acc"])) < 1e-12
+
+
+# --------------------------------------------------------------------------- batched λ path
+# Measured (CPU, fp32): batched vs per-λ loop differ by ≤ 5e-7 in loss and ≤ 1e-6 in β, accuracy equal.
+PATH_TOL = {"loss": 1e-5, "calibrated_loss": 1e-5, "beta": 1e-4, "acc": 0.02, "error": 0.02}  # acc: one example
+
+
+def _image_data(n=(96, 48, 64), shape=(3, 8, 8), classes=3):
+    from lmcflow.data import Dataset
+
+    g = torch.Generator().manual_seed(0)
+    x = {s: torch.randn(k, *shape, generator=g) for s, k in zip(("train", "val", "test"), n, strict=True)}
+    y = {s: torch.randint(0, classes, (k,), generator=g) for s, k in zip(("train", "val", "test"), n, strict=True)}
+    return Dataset(x, y, {"in_shape": list(shape), "num_classes": classes, "task": "classification"})
+
+
+def _assert_paths_equal(spec, data, max_stack_bytes=None, **kw):
+    a, b = _pair(spec)
+    loop = evaluate_path(build_model(spec), a.state_dict(), b.state_dict(), data, lambda_grid(5), batched=False, **kw)
+    stacked = evaluate_path(build_model(spec), a.state_dict(), b.state_dict(), data, lambda_grid(5), batched=True,
+                            max_stack_bytes=max_stack_bytes, **kw)
+    assert [(r["lam"], r["split"]) for r in loop] == [(r["lam"], r["split"]) for r in stacked]
+    worst = {k: max(abs(r0[k] - r1[k]) for r0, r1 in zip(loop, stacked, strict=True)) for k in PATH_TOL}
+    assert all(worst[k] <= tol for k, tol in PATH_TOL.items()), worst
+    return worst
+
+
+def test_batched_path_equals_the_loop_mlp(small_data):
+    from lmcflow.merging import first_affine_layer
+
+    worst = _assert_paths_equal(ModelSpec("mlp", (20,), 4, width=0.1, depth=2), small_data)
+    asym = ModelSpec("mlp", (20,), 4, width=0.1, depth=2, norm="layernorm",
+                     symmetry={"kind": "w_asymmetric", "sigma_f": 1.0, "n_fixed": 0.25})
+    worst_asym = _assert_paths_equal(asym, small_data)
+    # the first layer's outputs are interpolated only where its masks agree
+    a, b = _pair(asym)
+    x = small_data.x["test"][:1]
+    assert first_affine_layer(a, a.state_dict(), b.state_dict(), x) == ("layers.0", (20,))
+    other = build_model(ModelSpec("mlp", (20,), 4, width=0.1, depth=2, norm="layernorm",
+                                  symmetry={"kind": "w_asymmetric", "sigma_f": 1.0, "n_fixed": 0.25, "mask_seed": 9}))
+    assert first_affine_layer(a, a.state_dict(), other.state_dict(), x) is None
+    print(f"\nbatched vs loop, MLP: {worst}; W-asymmetric MLP: {worst_asym}")
+
+
+def test_batched_path_equals_the_loop_batchnorm_conv_net(monkeypatch):
+    from lmcflow import merging
+    from lmcflow.merging import bytes_per_lambda, first_affine_layer
+
+    chunks = []
+    stacked_outputs = merging._stacked_outputs
+    monkeypatch.setattr(merging, "_stacked_outputs", lambda m, a, b, lams, *rest, **kw:
+                        chunks.append(len(lams)) or stacked_outputs(m, a, b, lams, *rest, **kw))
+    data = _image_data()
+    spec = ModelSpec("resnet20", (3, 8, 8), 3, width=0.25, norm="batchnorm")
+    worst = _assert_paths_equal(spec, data, bn_reset_size=64)
+    # chunks of two λ (and a last one of one) give the same curve
+    a, b = _pair(spec)
+    _assert_paths_equal(spec, data, max_stack_bytes=2 * bytes_per_lambda(a, data.x["test"][:1]), bn_reset_size=64)
+    assert chunks == [5, 2, 2]  # default budget: 5 λ stacked; 2 λ per chunk: 2 + 2 stacked, the last λ by the loop
+    assert first_affine_layer(a, a.state_dict(), b.state_dict(), data.x["test"][:1]) == ("stem", (3, 8, 8))
+    print(f"\nbatched vs loop, ResNet-20 with BatchNorm reset: {worst}")
+
+
+def test_lambda_chunk_respects_the_memory_budget():
+    from lmcflow.merging import lambda_chunk
+
+    model = build_model(ModelSpec("mlp", (20,), 4, width=0.1, depth=2))
+    x = torch.randn(1, 20)
+    assert lambda_chunk(model, x, 11) == 11
+    assert lambda_chunk(model, x, 11, max_stack_bytes=1) == 1
+    per_lambda = sum(t.numel() * 4 for t in model.state_dict().values()) + 3 * 51 * 4096 * 4  # widest layer: 51
+    assert lambda_chunk(model, x, 11, max_stack_bytes=3 * per_lambda) == 3

@@ -59,3 +59,22 @@ def test_temperature_fit_is_optimal():
     ce = lambda b: torch.nn.functional.cross_entropy(logits.double() * b, y).item()  # noqa: E731
     assert ce(beta) <= ce(beta * 1.05) and ce(beta) <= ce(beta / 1.05)
     assert math.isfinite(beta) and beta > 0
+
+
+def test_temperature_fit_minimises_the_cross_entropy_itself():
+    """The fit evaluates CE through logsumexp; it finds the β of a search on F.cross_entropy."""
+    import math
+
+    import torch.nn.functional as F
+    from scipy.optimize import minimize_scalar
+
+    def reference_fit(z, y):
+        res = minimize_scalar(lambda t: F.cross_entropy(z * math.exp(t), y).item(), bounds=(-7.0, 7.0),
+                              method="bounded", options={"xatol": 1e-7})
+        return math.exp(res.x)
+
+    g = torch.Generator().manual_seed(3)
+    for beta_true in (0.3, 2.0):
+        logits = torch.randn(3000, 10, generator=g) * 3
+        y = torch.multinomial(torch.softmax(beta_true * logits, 1), 1, generator=g).squeeze(1)
+        assert fit_inverse_temperature(logits, y) == pytest.approx(reference_fit(logits.double(), y), rel=1e-6)

@@ -123,7 +123,8 @@ def test_old_schema_version_and_missing_content_hash_are_named(workdir):
     meta = {k: v for k, v in table.schema.metadata.items() if k != CONTENT_SHA256_KEY}
     pq.write_table(table.replace_schema_metadata({**meta, SCHEMA_VERSION_KEY: b"0"}), path)
     assert problems(workdir) == [
-        f"results/tables/runs.parquet: schema version 0, this lmcflow reads version {TABLE_SCHEMA_VERSION} [rule result_table]",
+        (f"results/tables/runs.parquet: schema version 0, this lmcflow reads version {TABLE_SCHEMA_VERSION} "
+         "[rule result_table]"),
         ("results/tables/runs.parquet: no content hash: written by an older lmcflow, cannot be verified "
          "[rule result_table]")]
 

@@ -16,6 +16,6 @@ rule train:
         point=lambda wc: point_of(wc).job_dict("model", "train"),
         seeds=block_seeds,
         device=config["device"],
-        state_dir=lambda wc: f"{WORK}/state/{wc.study}/{wc.point}",
+        state_dir=f"{WORK}/state",
     script:
         "../scripts/train.py"

@@ -1,0 +1,455 @@
+"""Bundled training: K models of the same shape trained at once as one stacked model.
+
+A *member* is what one single-model ``train`` job would train: a model built by
+``lmcflow.jobs.init_model(spec, seed)``, its dataset, its seed and its point's ``train`` block.
+Members may come from different study points when their models have the same structure (module
+types, parameter and buffer shapes) and their ``train`` blocks agree: the identifiability sweeps
+differ only in buffers (W-asymmetric masks and offsets, σ_F) or in data tensors of equal shape.
+
+Every member keeps exactly what its single-model run would use: its initial weights, its data
+order and augmentation stream (its own ``generator("data-order", seed)``: one permutation per
+epoch, then the crop/flip draws of each batch, in the order ``training.train`` draws them), its
+masks and offsets (buffers of its own model) and the learning-rate schedule (the same for all,
+since the train blocks agree). The forward passes of all members are one ``torch.func.vmap`` over
+the stacked parameters and buffers (``functional_call``); the bundle's loss is the sum of the
+members' mean losses, so each member's gradient is exactly its own; one optimizer over the stacked
+parameters updates each member as its own optimizer would (SGD and AdamW are elementwise).
+BatchNorm running statistics are stacked buffers updated in place under vmap, per member.
+
+What differs from single-model training is rounding: a batched matrix product (or grouped
+convolution) sums in another order than the single one. tests/test_bundle.py measures how far
+members drift from their single runs; bundles of one member run ``training.train`` itself.
+
+A member whose loss becomes NaN/inf is removed from the bundle at that step (its parameters stop
+updating, nothing of it is saved); the others train to the end, their final states are saved next
+to their checkpoints' paths (``state_path``, digest-checked) and ``DivergenceError`` names every
+diverged member. A rerun restores the healthy members from those states without training them.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, vmap
+
+from lmcflow.config import EXECUTION_KEYS, learning_settings
+from lmcflow.seeding import generator
+from lmcflow.training import (
+    DivergenceError,
+    _optimizer_tensors,
+    apply_crop_flip,
+    autocast,
+    crop_flip_draws,
+    lr_at,
+    optimizer_for,
+    read_state,
+    resolve_precision,
+    train,
+    usable_state,
+    write_state,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EXECUTION_KEYS", "Member", "Stack", "check_bundle", "learning_settings", "member_losses", "train_bundle"]
+
+
+@dataclass
+class Member:
+    """One model of a bundle.
+
+    model       built by ``lmcflow.jobs.init_model(spec, seed)``; trained in place
+    data        its ``lmcflow.data.Dataset`` on the training device (members may share one object)
+    seed        its seed (data order and augmentation derive from it, as in ``training.train``)
+    cfg         its point's ``train`` block
+    name        label for logs and errors, e.g. ``"sigma_f/sigma_f-3 seed=2"``
+    state_path  resumable state file (None: no resumption)
+    digest      configuration digest stored in the state (``lmcflow.jobs.train_digest``)
+    """
+
+    model: nn.Module
+    data: object
+    seed: int
+    cfg: dict
+    name: str = ""
+    state_path: str | os.PathLike | None = None
+    digest: str | None = None
+
+
+def check_bundle(members: list[Member]) -> None:
+    """Refuse a bundle whose members cannot be stacked, naming the offending members."""
+    if not members:
+        raise ValueError("a bundle needs at least one member")
+    ref = members[0]
+    ref_cfg = learning_settings(ref.cfg)
+    ref_struct = _structure(ref.model)
+    ref_data = _train_shape(ref.data)
+    for m in members[1:]:
+        cfg = learning_settings(m.cfg)
+        if cfg != ref_cfg:
+            keys = sorted(k for k in set(cfg) | set(ref_cfg) if cfg.get(k) != ref_cfg.get(k))
+            raise ValueError(f"bundle members {ref.name!r} and {m.name!r} have different train settings "
+                             f"({', '.join(f'train.{k}: {ref_cfg.get(k)!r} vs {cfg.get(k)!r}' for k in keys)}); "
+                             f"only models trained the same way can share a bundle")
+        struct = _structure(m.model)
+        if struct != ref_struct:
+            diff = next((a, b) for a, b in zip(ref_struct + [None], struct + [None], strict=False) if a != b)
+            raise ValueError(f"bundle members {ref.name!r} and {m.name!r} have models of different structure "
+                             f"(first difference: {diff[0]} vs {diff[1]}); only models of the same "
+                             f"architecture, width and symmetry kind can share a bundle")
+        if _train_shape(m.data) != ref_data:
+            raise ValueError(f"bundle members {ref.name!r} and {m.name!r} have training data of different shape "
+                             f"({ref_data} vs {_train_shape(m.data)}); only datasets of equal size and shape "
+                             f"can share a bundle")
+    devices = {t.device for m in members for t in (*m.model.parameters(), m.data.x["train"])}
+    if len(devices) > 1:
+        raise ValueError(f"bundle members are on different devices {sorted(map(str, devices))}; move every model "
+                         f"and dataset to the training device first")
+
+
+def _structure(model: nn.Module) -> list:
+    mods = [(n, type(m).__name__) for n, m in model.named_modules()]
+    tensors = [(n, tuple(t.shape), str(t.dtype), isinstance(t, nn.Parameter) and t.requires_grad)
+               for n, t in (*model.named_parameters(), *model.named_buffers())]
+    return mods + tensors
+
+
+def _train_shape(data) -> tuple:
+    x, y = data.x["train"], data.y["train"]
+    return (tuple(x.shape), str(x.dtype), tuple(y.shape), str(y.dtype), data.task)
+
+
+# --------------------------------------------------------------------------- stacked parameters
+class Stack:
+    """Parameters and buffers of K same-structure models stacked along a new dim 0.
+
+    Weights of plain ``nn.Linear`` layers are stored transposed, (K, in, out): under vmap the
+    batched matmul then produces their gradient in the parameter's own layout, which saves a
+    transposing copy of every weight gradient per step (~30% of a width-2 MLP step on this CPU).
+    ``_from_layout`` gives a parameter in its module's layout for ``functional_call``.
+    """
+
+    def __init__(self, models: list[nn.Module]):
+        first = models[0]
+        self.base = copy.deepcopy(first).to("meta")
+        self.transposed = {f"{n}.weight" if n else "weight" for n, m in first.named_modules()
+                           if type(m) is nn.Linear}
+        self.param_names = [n for n, p in first.named_parameters() if p.requires_grad]
+        frozen = [n for n, p in first.named_parameters() if not p.requires_grad]
+        self.buffer_names = frozen + [n for n, _ in first.named_buffers()]
+        sds = [m.state_dict(keep_vars=True) for m in models]
+        with torch.no_grad():
+            self.params = {n: torch.stack([self._to_layout(n, sd[n].detach()) for sd in sds]).requires_grad_()
+                           for n in self.param_names}
+            self.buffers = {n: torch.stack([sd[n].detach() for sd in sds]) for n in self.buffer_names}
+
+    def __len__(self) -> int:
+        return next(iter(self.params.values())).shape[0]
+
+    def _to_layout(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        return t.t().contiguous() if name in self.transposed else t
+
+    def _from_layout(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        return t.transpose(-1, -2) if name in self.transposed else t
+
+    def train(self, mode: bool = True) -> None:
+        self.base.train(mode)
+
+    def member_state(self, k: int) -> dict:
+        """State dict of member k (natural layouts, contiguous copies)."""
+        with torch.no_grad():
+            out = {n: self._from_layout(n, p[k]).detach().contiguous().clone() for n, p in self.params.items()}
+            out.update({n: b[k].clone() for n, b in self.buffers.items()})
+        return out
+
+    def keep(self, rows: list[int]) -> None:
+        """Drop every member not in ``rows`` (new leaves: the caller rebuilds its optimizer)."""
+        with torch.no_grad():
+            self.params = {n: p.detach()[rows].clone().requires_grad_() for n, p in self.params.items()}
+            self.buffers = {n: b[rows].clone() for n, b in self.buffers.items()}
+
+    # optimizer state: the same per-parameter keys as a single model's optimizer, sliced per member.
+    # Every tensor is per element of its parameter except AdamW's step count, shared by the bundle.
+    def _opt_names(self, opt: torch.optim.Optimizer) -> list[str]:
+        """Parameter names in the optimizer's index order (its groups may reorder ``param_names``)."""
+        names = {id(p): n for n, p in self.params.items()}
+        return [names[id(p)] for g in opt.param_groups for p in g["params"]]
+
+    def member_opt_state(self, opt: torch.optim.Optimizer, k: int) -> tuple[dict, dict]:
+        """(tensors, scalars) of member k's optimizer state in ``training.write_state``'s format."""
+        tensors, scalars = _optimizer_tensors(opt)
+        names = self._opt_names(opt)
+        out = {}
+        for key, val in tensors.items():
+            _, idx, field = key.split("/", 2)
+            name = names[int(idx)]
+            out[key] = val.clone() if field == "step" else self._from_layout(name, val[k]).contiguous().clone()
+        return out, scalars
+
+    def load_opt_states(self, opt: torch.optim.Optimizer, states: list[tuple[dict, dict]]) -> None:
+        """Stack the members' optimizer states (``member_opt_state`` / ``read_state`` format) into ``opt``."""
+        first_t, first_s = states[0]
+        names = self._opt_names(opt)
+        state: dict = {}
+        for key in first_t:
+            _, idx, field = key.split("/", 2)
+            name = names[int(idx)]
+            vals = [t[key] for t, _ in states]
+            if field == "step":  # equal for members at the same epoch
+                if any(not torch.equal(v, vals[0]) for v in vals[1:]):
+                    raise RuntimeError(f"optimizer state {key} differs between bundle members resuming at the "
+                                       f"same epoch; delete their state files")
+                val = vals[0].clone()
+            else:
+                val = torch.stack([self._to_layout(name, v) for v in vals])
+            state.setdefault(int(idx), {})[field] = val
+        for idx, st in first_s["state"].items():
+            state.setdefault(int(idx), {}).update(st)
+        opt.load_state_dict({"state": state, "param_groups": first_s["param_groups"]})
+
+
+def member_losses(out: torch.Tensor, y: torch.Tensor, task: str) -> torch.Tensor:
+    """Mean loss of each member: out (K, b, C) in fp32, y (K, b) -> (K,)."""
+    if task == "regression":
+        return ((out.squeeze(-1) - y.float()) ** 2).mean(1)
+    k, b, c = out.shape
+    return F.cross_entropy(out.reshape(k * b, c), y.reshape(k * b), reduction="none").view(k, b).mean(1)
+
+
+# --------------------------------------------------------------------------- training
+def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> list[dict]:
+    """Train every member's model in place; one result dict per member, in order.
+
+    Results hold ``history`` (per epoch: epoch, train_loss, train_acc, lr, as ``training.train``),
+    ``precision``, ``train_seconds`` (the bundle's loop time in this process, shared by its members)
+    and ``restored`` (True if the member's final state came from disk and it trained no step here).
+    Members with a state file resume from it when its digest matches (``training.usable_state``);
+    members at different epochs train as separate stacked sub-bundles. States are saved every
+    ``checkpoint_every`` epochs and deleted when every member finished.
+
+    ``on_batch(epoch, step, names, xb, yb)``, if given, sees each step's inputs of the active
+    members (xb: (K, b, …) after augmentation) before the forward pass.
+
+    A bundle of one member runs ``training.train`` (bit-identical to single-model training).
+    If members diverge, the others finish, their final states are saved and ``DivergenceError``
+    (with ``.diverged`` and ``.results``) is raised.
+    """
+    for i, m in enumerate(members):
+        m.name = m.name or f"member {i} (seed {m.seed})"
+    check_bundle(members)
+    cfg = members[0].cfg
+    if len(members) == 1:
+        m = members[0]
+        restored = usable_state(m.state_path, m.digest) and _state_epoch(m.state_path) >= int(cfg["epochs"])
+        info = train(m.model, m.data, m.cfg, m.seed, device, state_path=m.state_path, state_digest=m.digest,
+                     name=m.name)
+        return [{**info, "restored": restored, "diverged": None}]
+    epochs = int(cfg["epochs"])
+    gens = [generator("data-order", m.seed) for m in members]
+    histories: list[list] = [[] for _ in members]
+    saved: list = [None] * len(members)
+    start = [0] * len(members)
+    for i, m in enumerate(members):
+        if usable_state(m.state_path, m.digest):
+            tensors, meta = read_state(m.state_path)
+            m.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
+            gens[i].set_state(tensors["rng/data"])
+            start[i], histories[i] = int(meta["epoch"]), list(meta["history"])
+            saved[i] = ({k: v for k, v in tensors.items() if k.startswith("opt/")}, meta["optimizer"])
+            del tensors
+            log.info(f"[bundle] {m.name}: resumed from {m.state_path} after epoch {start[i]}")
+    precision = resolve_precision(cfg.get("precision", "auto"), device)
+    results: list[dict] = [{"history": histories[i], "precision": precision, "train_seconds": 0.0,
+                            "restored": start[i] >= epochs, "diverged": None} for i in range(len(members))]
+    for epoch0 in sorted(set(start)):
+        group = [i for i in range(len(members)) if start[i] == epoch0]
+        if epoch0 >= epochs:
+            continue
+        # Even a group of one trains stacked: a member's bits then do not depend on which others share its
+        # group (measured on one CPU thread), so a bundle resumed with members at different epochs (killed
+        # between two state writes) ends bit-identical to an uninterrupted run.
+        _train_group([members[i] for i in group], [gens[i] for i in group], [histories[i] for i in group],
+                     [saved[i] for i in group] if epoch0 > 0 else None, epoch0, device, precision,
+                     [results[i] for i in group], on_batch)
+    diverged = [r["diverged"] for r in results if r["diverged"]]
+    if diverged:
+        # Keep the healthy members' final weights on disk: Snakemake deletes a failed job's outputs, and a
+        # rerun (after the diverged points' config is fixed) restores these without training. A finished
+        # state needs no optimizer state, and its data-order generator is never drawn from again.
+        for m, r, g in zip(members, results, gens, strict=True):
+            if r["diverged"] is None and m.state_path is not None and not r["restored"]:
+                _, scalars = _optimizer_tensors(optimizer_for(list(m.model.parameters()), cfg))
+                write_state(m.state_path, m.model.state_dict(), {}, scalars, g, epochs, r["history"], m.digest)
+        lines = "; ".join(f"{d['name']}: loss={d['loss']} at epoch {d['epoch']}/{epochs}, step {d['step']}/"
+                          f"{d['steps_per_epoch']} (global step {d['global_step']}), lr={d['lr']:.4g}"
+                          for d in diverged)
+        healthy = len(members) - len(diverged)
+        others = (f" The other {healthy} trained to the end; their final states are kept beside their checkpoints "
+                  f"and a rerun restores them without training." if healthy else "")
+        raise DivergenceError(
+            f"training diverged for {len(diverged)} of {len(members)} bundle members: {lines}. Nothing of those "
+            f"was written; lower train.lr or raise train.warmup_epochs for their point(s).{others}",
+            diverged=diverged, results=results)
+    for m in members:
+        if m.state_path is not None and Path(m.state_path).exists():
+            os.unlink(m.state_path)
+    return results
+
+
+def _state_epoch(path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        return int(json.loads((fh.metadata() or {}).get("lmcflow", "{}")).get("epoch", 0))
+
+
+def _train_group(members: list[Member], gens: list, histories: list, saved: list | None, start_epoch: int,
+                 device: torch.device, precision: str, results: list, on_batch) -> None:
+    """Train members that all start at ``start_epoch`` as one stacked model (see ``train_bundle``)."""
+    cfg = members[0].cfg
+    data = members[0].data
+    task = data.task
+    n = len(data.x["train"])
+    bs = int(cfg["batch_size"])
+    steps_per_epoch = math.ceil(n / bs)
+    cfg = dict(cfg, _steps_per_epoch=steps_per_epoch)
+    epochs = int(cfg["epochs"])
+    total_steps = epochs * steps_per_epoch
+    augment = cfg.get("augment", "none")
+    every = int(cfg.get("checkpoint_every", 0) or 0)
+    stack = Stack([m.model for m in members])
+    opt = optimizer_for(list(stack.params.values()), cfg, stacked=True)
+    if saved is not None:
+        stack.load_opt_states(opt, saved)
+    active = list(range(len(members)))  # member positions still training, in stack order
+    # Training inputs: one tensor if the members share a dataset, else the distinct ones stacked.
+    distinct: list = []  # datasets, by identity
+    for m in members:
+        if not any(m.data is d for d in distinct):
+            distinct.append(m.data)
+    data_of = torch.tensor([next(j for j, d in enumerate(distinct) if m.data is d) for m in members], device=device)
+    xs = [d.x["train"] for d in distinct]
+    x_all = xs[0] if len(xs) == 1 else torch.stack(xs)
+    y_all = distinct[0].y["train"] if len(xs) == 1 else torch.stack([d.y["train"] for d in distinct])
+    sample_shape = tuple(xs[0].shape[1:])
+    names = [m.name for m in members]
+    step_losses = _step_losses(stack, task, device, precision, cfg.get("compile", False))
+    log.info(f"[bundle] training {len(members)} members from epoch {start_epoch}: {', '.join(names)} "
+             f"({len(xs)} distinct training set{'s' if len(xs) > 1 else ''}, precision {precision})")
+    t0 = time.perf_counter()
+    lr = float("nan")
+    for epoch in range(start_epoch, epochs):
+        stack.train()
+        perms = torch.stack([torch.randperm(n, generator=gens[p]) for p in active]).to(device)
+        loss_sum = torch.zeros(len(active), device=device)
+        correct = torch.zeros(len(active), device=device)
+        for i in range(steps_per_epoch):
+            step = epoch * steps_per_epoch + i
+            lr = lr_at(step, total_steps, cfg)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            idx = perms[:, i * bs:(i + 1) * bs]
+            k, b = idx.shape
+            if len(xs) == 1:
+                flat = idx.reshape(-1)
+                xb = x_all.index_select(0, flat).view(k, b, *sample_shape)
+                yb = y_all.index_select(0, flat).view(k, b)
+            else:
+                flat = (data_of[active][:, None] * n + idx).reshape(-1)
+                xb = x_all.view(-1, *sample_shape).index_select(0, flat).view(k, b, *sample_shape)
+                yb = y_all.view(-1).index_select(0, flat).view(k, b)
+            if augment == "crop_flip":
+                draws = [crop_flip_draws(b, gens[p]) for p in active]
+                flip, dx, dy = (torch.cat([d[j] for d in draws]) for j in range(3))
+                xb = apply_crop_flip(xb.view(k * b, *sample_shape), flip, dx, dy).view(k, b, *sample_shape)
+            if on_batch is not None:
+                on_batch(epoch, i, [names[p] for p in active], xb, yb)
+            losses, out = step_losses(stack.params, stack.buffers, xb, yb)
+            finite = torch.isfinite(losses)
+            if not bool(finite.all()):
+                bad = [r for r in range(len(active)) if not finite[r]]
+                for r in bad:
+                    p = active[r]
+                    results[p]["diverged"] = {"name": names[p], "seed": members[p].seed, "epoch": epoch + 1,
+                                              "step": i + 1, "steps_per_epoch": steps_per_epoch,
+                                              "global_step": step, "lr": lr, "loss": losses[r].item()}
+                    log.error(f"[bundle] {names[p]} diverged: loss={losses[r].item()} at epoch {epoch + 1}/{epochs}, "
+                              f"step {i + 1}/{steps_per_epoch}, lr={lr:.4g}; removed from the bundle, the others "
+                              f"continue")
+                rows = [r for r in range(len(active)) if finite[r]]
+                active = [active[r] for r in rows]
+                if not active:
+                    break
+                saved_opt = [stack.member_opt_state(opt, r) for r in rows]
+                stack.keep(rows)
+                opt = optimizer_for(list(stack.params.values()), cfg, stacked=True)
+                stack.load_opt_states(opt, saved_opt)
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                perms, loss_sum, correct = perms[rows], loss_sum[rows], correct[rows]
+                xb, yb = xb[rows], yb[rows]
+                losses, out = step_losses(stack.params, stack.buffers, xb, yb)
+            opt.zero_grad(set_to_none=True)
+            losses.sum().backward()
+            opt.step()
+            loss_sum += losses.detach() * b
+            if task != "regression":
+                correct += (out.argmax(-1) == yb).sum(1)
+        if not active:
+            break
+        losses_epoch = (loss_sum / n).tolist()
+        accs = (correct / n).tolist() if task != "regression" else [float("nan")] * len(active)
+        for r, p in enumerate(active):
+            histories[p].append({"epoch": epoch + 1, "train_loss": losses_epoch[r], "train_acc": accs[r], "lr": lr})
+        log.info(f"[bundle] epoch {epoch + 1}/{epochs} lr={lr:.4g} loss=[{' '.join(f'{v:.4f}' for v in losses_epoch)}] "
+                 f"acc=[{' '.join(f'{v:.4f}' for v in accs)}] ({len(active)} members, "
+                 f"elapsed={time.perf_counter() - t0:.1f}s)")
+        if every and (epoch + 1) % every == 0 and epoch + 1 < epochs:
+            for r, p in enumerate(active):
+                m = members[p]
+                if m.state_path is not None:
+                    write_state(m.state_path, stack.member_state(r), *stack.member_opt_state(opt, r), gens[p],
+                                epoch + 1, histories[p], m.digest)
+    seconds = time.perf_counter() - t0
+    for r, p in enumerate(active):
+        members[p].model.load_state_dict(stack.member_state(r))
+    for res in results:
+        res["train_seconds"] = seconds
+
+
+def _step_losses(stack: Stack, task: str, device: torch.device, precision: str, compile_mode):
+    """(params, buffers, xb, yb) -> (per-member mean losses, fp32 outputs): the bundle's forward pass.
+
+    ``compile_mode`` (``train.compile``: false, ``default`` or ``reduce-overhead``) wraps it in
+    ``torch.compile`` on CUDA, where narrow models are bound by kernel launches; it is never used on
+    the CPU. Compiled kernels fuse and reorder floating-point work, so results differ from eager
+    ones at rounding level (resumable states stay valid: the digest ignores this key).
+    """
+    def forward_losses(params, buffers, xb, yb):
+        views = {n: stack._from_layout(n, p) for n, p in params.items()}
+
+        def call(p, b, xs):
+            return functional_call(stack.base, (p, b), (xs,))
+
+        with autocast(device, precision):
+            out = vmap(call)(views, buffers, xb)
+        out = out.float()
+        return member_losses(out, yb, task), out
+
+    if not compile_mode:
+        return forward_losses
+    if device.type != "cuda":
+        log.info(f"[bundle] train.compile={compile_mode!r} is for CUDA only; running eagerly on {device.type}")
+        return forward_losses
+    mode = None if compile_mode in (True, "default") else str(compile_mode)
+    log.info(f"[bundle] compiling the bundle's forward and backward pass with torch.compile(mode={mode!r})")
+    return torch.compile(forward_losses, mode=mode, dynamic=False)
