@@ -266,8 +266,10 @@ def bundle_run_with_states(data, cfg, seeds, states, digest):
     return [m.model for m in members]
 
 
-@pytest.mark.parametrize("cfg", [CFG, dict(CFG, optimizer="adamw", lr=3e-3, weight_decay=0.1, weight_decay_on="weights")],
-                         ids=["sgd", "adamw-decay-on-weights"])
+ADAMW_DECAY_ON_WEIGHTS = dict(CFG, optimizer="adamw", lr=3e-3, weight_decay=0.1, weight_decay_on="weights")
+
+
+@pytest.mark.parametrize("cfg", [CFG, ADAMW_DECAY_ON_WEIGHTS], ids=["sgd", "adamw-decay-on-weights"])
 def test_resume_after_interruption_is_bit_identical(small_data, tmp_path, caplog, cfg):
     """Also with two parameter groups (no decay on biases), whose optimizer order differs from the
     parameters' order: the stacked optimizer state is saved and restored by parameter name."""
