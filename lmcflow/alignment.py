@@ -20,8 +20,14 @@ so nothing is silently left unpermuted):
 * norm layer with group ``g`` (BatchNorm, LayerNorm, GroupNorm with one group):
   every 1-D entry of length ``n_g`` (weight, bias, running_mean, running_var)
   gets ``(g,)``; 0-dim entries (``num_batches_tracked``) get ``()``. The same
-  rule covers the per-unit gate modules after each activation (``gates.{i}``,
+  rule covers the per-unit gate modules of each hidden layer (``gates.{i}``,
   ``stages.{s}.{b}.gate``): a 1-D entry of a gate is taken to be per unit.
+* σ-asymmetric gate x ↦ sigmoid(Cx)⊙x with its fixed n×n matrix C (``gates.{i}.C``): both axes
+  get the layer's group, ``(g, g)``, since a permuted B computes the same function only with
+  C' = P C Pᵀ. The gate is fixed and shared by A and B, so an aligned B carries a different C
+  than A, and the aligned path interpolates C as well: it leaves the σ-asymmetric family (the
+  unaligned path, where C_A = C_B, stays in it). A group may appear on two axes of such a fixed
+  buffer; never of a trainable parameter (weight matching needs distinct groups there).
   GroupNorm with more than one group is not permutation invariant: the spec
   builder raises ``ValueError``.
 * ``extra_axes={key: axes}`` overrides/extends the table for layers this module
@@ -240,6 +246,8 @@ def permutation_spec(model: nn.Module, extra_axes: dict | None = None) -> Permut
                 axes[key] = ()
             elif t.dim() == 1:
                 axes[key] = (lay.norms[prefix],)
+            elif t.dim() == 2 and t.shape[0] == t.shape[1] and leaf == "C":  # σ-asymmetric gate matrix
+                axes[key] = (lay.norms[prefix],) * 2
             else:
                 raise ValueError(f"state_dict entry {key!r} (shape {tuple(t.shape)}) of norm/gate layer "
                                  f"{prefix!r} matches no permutation rule; pass extra_axes={{{key!r}: …}}")
@@ -249,12 +257,13 @@ def permutation_spec(model: nn.Module, extra_axes: dict | None = None) -> Permut
     if extra_axes:
         raise ValueError(f"extra_axes names keys not in the state_dict: {sorted(extra_axes)}")
     sizes: dict[str, int] = {g: 0 for g in lay.features}
+    trainable = {k for k, _ in model.named_parameters()}
     for key, ax in axes.items():
         t = sd[key]
         if len(ax) != t.dim():
             raise ValueError(f"{key}: {len(ax)} axes declared for a {t.dim()}-d tensor")
         named = [g for g in ax if g is not None]
-        if len(named) != len(set(named)):
+        if len(named) != len(set(named)) and key in trainable:
             raise ValueError(f"{key}: group used on two axes {ax}; weight matching needs distinct groups")
         for axis, g in enumerate(ax):
             if g is None:

@@ -179,23 +179,30 @@ class Stack:
 
     # optimizer state: the same per-parameter keys as a single model's optimizer, sliced per member.
     # Every tensor is per element of its parameter except AdamW's step count, shared by the bundle.
+    def _opt_names(self, opt: torch.optim.Optimizer) -> list[str]:
+        """Parameter names in the optimizer's index order (its groups may reorder ``param_names``)."""
+        names = {id(p): n for n, p in self.params.items()}
+        return [names[id(p)] for g in opt.param_groups for p in g["params"]]
+
     def member_opt_state(self, opt: torch.optim.Optimizer, k: int) -> tuple[dict, dict]:
         """(tensors, scalars) of member k's optimizer state in ``training.write_state``'s format."""
         tensors, scalars = _optimizer_tensors(opt)
+        names = self._opt_names(opt)
         out = {}
         for key, val in tensors.items():
             _, idx, field = key.split("/", 2)
-            name = self.param_names[int(idx)]
+            name = names[int(idx)]
             out[key] = val.clone() if field == "step" else self._from_layout(name, val[k]).contiguous().clone()
         return out, scalars
 
     def load_opt_states(self, opt: torch.optim.Optimizer, states: list[tuple[dict, dict]]) -> None:
         """Stack the members' optimizer states (``member_opt_state`` / ``read_state`` format) into ``opt``."""
         first_t, first_s = states[0]
+        names = self._opt_names(opt)
         state: dict = {}
         for key in first_t:
             _, idx, field = key.split("/", 2)
-            name = self.param_names[int(idx)]
+            name = names[int(idx)]
             vals = [t[key] for t, _ in states]
             if field == "step":  # equal for members at the same epoch
                 if any(not torch.equal(v, vals[0]) for v in vals[1:]):
@@ -320,7 +327,7 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
     augment = cfg.get("augment", "none")
     every = int(cfg.get("checkpoint_every", 0) or 0)
     stack = Stack([m.model for m in members])
-    opt = optimizer_for(list(stack.params.values()), cfg)
+    opt = optimizer_for(list(stack.params.values()), cfg, stacked=True)
     if saved is not None:
         stack.load_opt_states(opt, saved)
     active = list(range(len(members)))  # member positions still training, in stack order
@@ -384,7 +391,7 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
                     break
                 saved_opt = [stack.member_opt_state(opt, r) for r in rows]
                 stack.keep(rows)
-                opt = optimizer_for(list(stack.params.values()), cfg)
+                opt = optimizer_for(list(stack.params.values()), cfg, stacked=True)
                 stack.load_opt_states(opt, saved_opt)
                 for group in opt.param_groups:
                     group["lr"] = lr

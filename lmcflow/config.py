@@ -379,6 +379,14 @@ def check_identifiability_semantics(config: dict, points: dict) -> None:
                                       f"model.arch={p.model['arch']} has {need} weight layers (head included); "
                                       f"give one entry per layer or a single number")
         a = analysis_params(p)
+        other = [f for f in a["matching_features"] if f != "post_activation"]
+        if a["identifiability"] and other and p.model.get("arch") != "mlp":
+            raise ConfigError(f"{where}: analysis.matching_features {other} need model.arch mlp (other architectures "
+                              f"give post-activation features only); got {p.model.get('arch')!r}")
+        if a["swap_costs"] and a["ridge_beta"] is not None and a["ridge_steps"] > 0 and \
+                p.model.get("arch") not in ("mlp", "sum_relu"):
+            raise ConfigError(f"{where}: analysis.ridge_steps > 0 (the post-activation ridge fit) is for linear layers "
+                              f"(model.arch mlp or sum_relu); use ridge_steps: 0 for {p.model.get('arch')!r}")
         if (a["identifiability"] or a["coherence"]) and len(p.seeds) < 2:
             raise ConfigError(f"{where}: analysis.identifiability / analysis.coherence compare seed pairs; "
                               f"studies.{name}.seeds needs at least 2 seeds")
@@ -481,10 +489,6 @@ def check_alignment_semantics(points: dict) -> None:
             what = "merge.methods " + str(aligned) if aligned else "analysis.mechanism"
             raise ConfigError(f"{where}: {what} needs model.arch in {', '.join(ALIGNABLE_ARCHS)}, "
                               f"got {p.model.get('arch')!r}")
-        if aligned and (p.model.get("symmetry") or {}).get("kind") == "sigma_asymmetric":
-            raise ConfigError(f"{where}: merge.methods {aligned} cannot align sigma_asymmetric models (their "
-                              f"fixed gate matrices are not permutation equivariant); use identity or restrict "
-                              f"merge.alignment.at")
     for name, pts in by_study.items():
         wanted = {m for p in pts for m in p.merge["methods"] if m != "identity"}
         if wanted and not any(point_matches(p, alignment_params(p)["at"]) for p in pts):

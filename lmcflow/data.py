@@ -65,7 +65,10 @@ def dataset_names(data_cfg: dict | None = None) -> list[str]:
 
 
 def _find_mnist_layout(ds: TorchvisionDataset, folder: Path) -> dict[str, Path] | None:
-    """Raw MNIST-family files in ``folder`` (flat, .gz or not, or in torchvision's layout)."""
+    """Raw MNIST-family files of ``ds`` in ``folder`` (flat, .gz or not, or in torchvision's layout).
+
+    MNIST and Fashion-MNIST ship files of the same names, so a folder of the other one is passed over
+    (``_is_fashion_mnist``): a search path with Debian's Fashion-MNIST never stands in for MNIST."""
     for base in (folder, folder / ds.tv_class / "raw"):
         found = {}
         for stem in ds.raw_files:
@@ -74,8 +77,21 @@ def _find_mnist_layout(ds: TorchvisionDataset, folder: Path) -> dict[str, Path] 
                     found[stem] = cand
                     break
         if len(found) == len(ds.raw_files):
+            if ds.name in ("mnist", "fashion_mnist") and _is_fashion_mnist(found) != (ds.name == "fashion_mnist"):
+                log.info(f"[data] {ds.name}: the files in {base} are the other MNIST-family dataset; skipped")
+                continue
             return found
     return None
+
+
+def _is_fashion_mnist(found: dict[str, Path]) -> bool:
+    """Fashion-MNIST's 60000 training labels are exactly 6000 per class; MNIST's are not (5421 to 6742)."""
+    src = found["train-labels-idx1-ubyte"]
+    opener = gzip.open if src.suffix == ".gz" else open
+    with opener(src, "rb") as f:
+        labels = np.frombuffer(f.read()[8:], dtype=np.uint8)
+    counts = np.bincount(labels, minlength=10)
+    return len(labels) == 60000 and bool((counts == 6000).all())
 
 
 def _stage_mnist(found: dict[str, Path], ds: TorchvisionDataset, cache_root: Path) -> Path:
@@ -220,16 +236,16 @@ def subset_indices(n_total: int, n_train: int, seed: int) -> torch.Tensor:
 def _prepare_subset(name: str, subset: dict, data_cfg: dict, out_path, cache_root) -> dict:
     """``data.subsets.<name>``: a torchvision dataset whose training split is a seeded random subset.
 
-    The validation split is carved from the full training set first (exactly as for
-    the base dataset, so both have the same validation and test examples); then
-    ``n_train`` training examples are kept (seed ``subset.seed``, default
-    ``data.split_seed``); normalisation statistics come from the kept examples.
+    The validation split (``subset.val_size``, default ``data.val_size``) is carved from the full
+    training set first (as for the base dataset: with the same size both have the same validation
+    and test examples); then ``n_train`` training examples are kept (seed ``subset.seed``, default
+    ``data.split_seed``; absent: all of them); normalisation statistics come from the kept examples.
     """
     base = subset.get("base")
     if base not in TORCHVISION_DATASETS:
         raise ValueError(f"data.subsets.{name}.base={base!r} must be a torchvision dataset; "
                          f"allowed: {', '.join(sorted(TORCHVISION_DATASETS))}")
-    val_size = int(data_cfg.get("val_size", 5000))
+    val_size = int(subset.get("val_size", data_cfg.get("val_size", 5000)))
     split_seed = int(data_cfg.get("split_seed", 0))
     seed = int(subset.get("seed", split_seed))
     ds = TORCHVISION_DATASETS[base]
@@ -239,7 +255,8 @@ def _prepare_subset(name: str, subset: dict, data_cfg: dict, out_path, cache_roo
     xtr, ytr, xte, yte = map(torch.from_numpy, (xtr, ytr, xte, yte))
     xtr, ytr, xva, yva = split_train_val(xtr, ytr, val_size, split_seed)
     try:
-        keep = subset_indices(len(xtr), int(subset["n_train"]), seed)
+        n_train = subset.get("n_train")
+        keep = subset_indices(len(xtr), len(xtr) if n_train is None else int(n_train), seed)
     except ValueError as err:
         raise ValueError(f"data.subsets.{name}.n_train: {err}") from None
     xtr, ytr = xtr[keep], ytr[keep]

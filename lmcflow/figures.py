@@ -187,8 +187,11 @@ def _sigma_axis(ax, values):
 
 def objective_vs_sigma_f(matching: pd.DataFrame):
     """Activation-matching objective of the optimal, identity and random permutations vs σ_F, per layer."""
+    matching = matching[(matching.feature == "post_activation") & (matching.similarity == "pearson")]
     if matching.empty:
         return _empty("objective vs σ_F")
+    if _by_variant(matching):
+        return objective_by_variant(matching)
     names = {"optimal": "optimal π*", "identity": "identity", "random_mean": "random (mean)"}
     df = matching.melt(id_vars=["sigma_f", "layer", "seed_a", "seed_b"], value_vars=list(names),
                        var_name="permutation", value_name="objective")
@@ -209,6 +212,8 @@ def barrier_vs_sigma_f(lmc: pd.DataFrame, split: str = "test"):
     df = lmc[lmc.split == split]
     if df.empty:
         return _empty("barrier vs σ_F")
+    if _by_variant(df):
+        return barrier_by_variant(lmc, split)
     cols = {"error_barrier_entezari": "error barrier", "loss_barrier_entezari": "loss barrier",
             "relative_accuracy_barrier": "relative accuracy barrier"}
     long = df.melt(id_vars=["sigma_f", "method", "seed_a", "seed_b"], value_vars=list(cols),
@@ -225,17 +230,20 @@ def barrier_vs_sigma_f(lmc: pd.DataFrame, split: str = "test"):
     return g.figure
 
 
-def swap_cost_heatmaps(matrix: pd.DataFrame, layer: str | None = None):
+def swap_cost_heatmaps(matrix: pd.DataFrame, layer: str | None = None, value: str = "swap_cost"):
     """Swap-cost matrices T_ij (first seed, one layer, shortest training: untrained when the study has
-    epochs 0): rows = data intrinsic dimension k, columns = σ_F."""
+    epochs 0): rows = data intrinsic dimension k, columns = σ_F. A study without a k sweep (e.g. network
+    variants on MNIST) gets every layer of every variant (``swap_cost_layers``)."""
     if matrix.empty:
         return _empty("swap-cost heatmaps")
+    if not (matrix.data_k >= 0).any() and (matrix.symmetry.nunique() > 1 or matrix.layer.nunique() > 1):
+        return swap_cost_layers(matrix, value)
     layer = layer or sorted(matrix.layer.unique())[0]
     arm = int(matrix.epochs.min())  # 0: untrained, the paper's swap-cost arm
     df = matrix[(matrix.layer == layer) & (matrix.seed == matrix.seed.min()) & (matrix.epochs == arm)]
     row_key = "data_k" if (df.data_k >= 0).any() else "dataset"
     rows, cols = sorted(df[row_key].unique()), sorted(df.sigma_f.unique())
-    vmax = float(np.nanquantile(df.swap_cost.abs(), 0.99)) or 1.0
+    vmax = float(np.nanquantile(df[value].abs(), 0.99)) or 1.0
     fig, axes = plt.subplots(len(rows), len(cols), figsize=(2.3 * len(cols) + 0.8, 2.2 * len(rows)), squeeze=False)
     im = None
     for r, rv in enumerate(rows):
@@ -247,7 +255,7 @@ def swap_cost_heatmaps(matrix: pd.DataFrame, layer: str | None = None):
                 continue
             n = int(cell.i.max()) + 1
             t = np.full((n, n), np.nan)
-            t[cell.i.to_numpy(), cell.j.to_numpy()] = cell.swap_cost.to_numpy()
+            t[cell.i.to_numpy(), cell.j.to_numpy()] = cell[value].to_numpy()
             im = ax.imshow(t, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
             off = t[~np.eye(n, dtype=bool)]
             ax.set_title(f"{row_key}={rv}, σ_F={cv:g}\nmedian {np.median(off):.2g}, {np.mean(off < 0):.0%} < 0",
@@ -257,7 +265,8 @@ def swap_cost_heatmaps(matrix: pd.DataFrame, layer: str | None = None):
     if im is not None:
         fig.colorbar(im, ax=axes, shrink=0.6, label="swap cost T_ij")
     trained = "untrained" if arm == 0 else f"trained {arm} epochs"
-    fig.suptitle(f"Swap costs of {layer} ({trained}, seed {int(df.seed.min())}; colour clipped at the 99th "
+    est = "ridge regression" if value == "swap_cost_ridge" else "closed form"
+    fig.suptitle(f"Swap costs of {layer} ({est}, {trained}, seed {int(df.seed.min())}; colour clipped at the 99th "
                  f"percentile of |T|)")
     return fig
 
@@ -311,6 +320,255 @@ def barrier_vs_nu(coherence: pd.DataFrame, split: str = "test"):
     g.set_axis_labels("subspace coherence ν", f"midpoint barrier ({split})")
     g.figure.suptitle("Midpoint barrier vs ν (line: mean over pairs; band: min–max)", y=1.03)
     return g.figure
+
+
+KIND_LABELS = {"standard": "standard", "w_asymmetric": "W", "syre": "SyRe", "sigma_asymmetric": "σ-asym"}
+
+
+def variant_label(symmetry: str, sigma_f: float) -> str:
+    """A network variant's label: its symmetry kind, with σ_F for the kinds that have fixed offsets."""
+    name = KIND_LABELS.get(symmetry, symmetry)
+    return f"{name} σ_F={sigma_f:g}" if symmetry in ("w_asymmetric", "syre") else name
+
+
+def _variants(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """``df`` with a ``variant`` column, and the variants in a fixed order (kind, then σ_F)."""
+    df = df.assign(variant=[variant_label(k, v) for k, v in zip(df.symmetry, df.sigma_f)])
+    kinds = list(KIND_LABELS)
+    order = (df[["symmetry", "sigma_f", "variant"]].drop_duplicates()
+             .assign(r=lambda d: d.symmetry.map(lambda k: kinds.index(k) if k in kinds else len(kinds)))
+             .sort_values(["r", "sigma_f"]).variant.tolist())
+    return df, order
+
+
+def _dodge(df: pd.DataFrame, hue: str, width: float = 0.3) -> float | bool:
+    """Seaborn's point dodge, off for a single hue level (it divides by the number of levels − 1)."""
+    return width if df[hue].nunique() > 1 else False
+
+
+def _by_variant(df: pd.DataFrame) -> bool:
+    """Studies that sweep the symmetry kind are drawn against the variant, not against σ_F."""
+    return df.symmetry.nunique() > 1
+
+
+def matching_modes(matching: pd.DataFrame):
+    """The normalized identity objective (identity − random)/(optimal − random) at every feature point and with
+    every similarity the study measured (the authors' matching modes), vs σ_F or per network variant."""
+    if matching.empty:
+        return _empty("activation-matching modes")
+    df = matching.assign(mode=matching.feature + " / " + matching.similarity)
+    if _by_variant(df):
+        df, order = _variants(df)
+        g = sns.catplot(data=df, x="variant", y="identity_normalized", hue="mode", col="layer", kind="point",
+                        order=order, errorbar=("pi", 100), dodge=_dodge(df, "mode"), height=3, aspect=1.2)
+        for ax in g.axes.flat:
+            ax.tick_params(axis="x", rotation=30)
+    else:
+        g = sns.relplot(data=df, x="sigma_f", y="identity_normalized", hue="mode", style="mode", col="layer",
+                        kind="line", marker="o", errorbar=("pi", 100), height=2.8, aspect=1.1)
+        for ax in g.axes.flat:
+            _sigma_axis(ax, df["sigma_f"])
+    for ax in g.axes.flat:
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.axhline(1, color="grey", lw=0.8, ls=":")
+    g.set_titles("hidden layer {col_name}")
+    g.set_ylabels("(identity − random) / (optimal − random)")
+    g.figure.suptitle("Identity vs optimal matching per matching mode (feature / similarity; mean over pairs, "
+                      "band: min–max)", y=1.04)
+    return g.figure
+
+
+def objective_by_variant(matching: pd.DataFrame):
+    """Optimal, identity and random activation-matching objective per network variant (post-activation Pearson)."""
+    df = matching[(matching.feature == "post_activation") & (matching.similarity == "pearson")]
+    if df.empty:
+        return _empty("objective per variant")
+    df, order = _variants(df)
+    names = {"optimal": "optimal π*", "identity": "identity", "random_mean": "random (mean)"}
+    long = df.melt(id_vars=["variant", "layer", "seed_a", "seed_b"], value_vars=list(names), var_name="permutation",
+                   value_name="objective")
+    long["permutation"] = long["permutation"].map(names)
+    g = sns.catplot(data=long, x="variant", y="objective", hue="permutation", col="layer", kind="point", order=order,
+                    errorbar=("pi", 100), dodge=_dodge(long, "permutation"), height=3, aspect=1.2)
+    for ax in g.axes.flat:
+        ax.tick_params(axis="x", rotation=30)
+    g.set_titles("hidden layer {col_name}")
+    g.set_ylabels("mean correlation of matched units")
+    g.figure.suptitle("Activation-matching objective per network variant (mean over pairs; band: min–max)", y=1.04)
+    return g.figure
+
+
+def barrier_by_variant(lmc: pd.DataFrame, split: str = "test"):
+    """Unaligned vs aligned (activation matching) barriers per network variant."""
+    df = lmc[lmc.split == split]
+    if df.empty:
+        return _empty("barrier per variant")
+    df, order = _variants(df)
+    cols = {"error_barrier_entezari": "error barrier", "loss_barrier_entezari": "loss barrier",
+            "relative_accuracy_barrier": "relative accuracy barrier"}
+    long = df.melt(id_vars=["variant", "method", "seed_a", "seed_b"], value_vars=list(cols), var_name="metric",
+                   value_name="value").dropna(subset=["value"])
+    long["metric"] = long["metric"].map(cols)
+    long["method"] = long["method"].map({"identity": "unaligned", "activation_matching": "aligned (AM)"})
+    g = sns.catplot(data=long, x="variant", y="value", hue="method", col="metric", kind="point", order=order,
+                    errorbar=("pi", 100), dodge=_dodge(long, "method"), sharey=False, height=3, aspect=1.2)
+    for ax in g.axes.flat:
+        ax.tick_params(axis="x", rotation=30)
+        ax.axhline(0, color="grey", lw=0.8)
+    g.set_titles("{col_name}")
+    g.figure.suptitle(f"Barriers per network variant ({split}; mean over pairs; band: min–max)", y=1.04)
+    return g.figure
+
+
+def _heatmap_grid(cells: list[tuple[str, str, pd.DataFrame]], value: str, title: str, n_rows: int, n_cols: int):
+    """A grid of T_ij heatmaps; each cell's colour scale is its own, centred on 0 (blue: a swap cheaper than keeping
+    the assignment), clipped at the 99th percentile of |T| (the authors colour each matrix on its own scale).
+    Costs below 1e-9 of the largest in the figure are rounding noise of an exact zero (standard layers: T = 0) and
+    are drawn as 0."""
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(2.4 * n_cols + 0.4, 2.3 * n_rows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
+    scale = max((float(np.nanmax(np.abs(cell[value].to_numpy()))) for _, _, cell in cells), default=0.0)
+    eps = 1e-9 * scale
+    for r, c, cell in cells:
+        ax = axes[r][c]
+        n = int(cell.i.max()) + 1
+        t = np.full((n, n), np.nan)
+        t[cell.i.to_numpy(), cell.j.to_numpy()] = cell[value].to_numpy()
+        t[np.abs(t) <= eps] = 0.0
+        vmax = float(np.nanquantile(np.abs(t), 0.99)) or 1.0
+        im = ax.imshow(t, cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest")
+        off = t[~np.eye(n, dtype=bool)]
+        ax.set_axis_on()
+        stats = ("T = 0" if not np.nanmax(np.abs(off), initial=0.0) else
+                 f"median {np.nanmedian(off):.2g}, {np.mean(off < 0):.0%} < 0")
+        ax.set_title(f"{cell.attrs.get('label', '')}\n{stats}", fontsize=7)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if np.nanmax(np.abs(off), initial=0.0):
+            fig.colorbar(im, ax=ax, shrink=0.7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def swap_cost_layers(matrix: pd.DataFrame, value: str = "swap_cost"):
+    """Swap-cost matrices of every layer (columns, the output layer included where measured) of each network
+    variant (rows), first seed: the authors' MNIST heatmaps. ``value``: ``swap_cost`` (closed form) or
+    ``swap_cost_ridge``."""
+    est = "ridge regression" if value == "swap_cost_ridge" else "closed form"
+    df = matrix.dropna(subset=[value])
+    if df.empty:
+        return _empty(f"swap costs ({est})")
+    df = df[(df.seed == df.seed.min()) & (df.epochs == df.epochs.max())]
+    df, order = _variants(df)
+    layers = sorted(df.layer.unique(), key=lambda n: (n == "head", n))
+    cells = []
+    for r, v in enumerate(order):
+        for c, layer in enumerate(layers):
+            cell = df[(df.variant == v) & (df.layer == layer)]
+            if len(cell):
+                cell = cell.copy()
+                cell.attrs["label"] = f"{v}, {layer}"
+                cells.append((r, c, cell))
+    return _heatmap_grid(cells, value, f"Swap costs T_ij ({est}) per layer, seed {int(df.seed.min())}",
+                         len(order), len(layers))
+
+
+def swap_cost_ridge_heatmaps(matrix: pd.DataFrame):
+    """The ridge-regression swap costs in the layout of the study's closed-form heatmaps."""
+    if matrix.empty or matrix.swap_cost_ridge.isna().all():
+        return _empty("ridge-regression swap costs (analysis.ridge_beta not set)")
+    if (matrix.data_k >= 0).any():
+        return swap_cost_heatmaps(matrix, value="swap_cost_ridge")
+    return swap_cost_layers(matrix, "swap_cost_ridge")
+
+
+def ridge_vs_closed_form(matrix: pd.DataFrame, summary: pd.DataFrame):
+    """Off-diagonal swap costs: ridge-regression estimate against the closed form, per layer (first seed)."""
+    df = matrix.dropna(subset=["swap_cost_ridge"])
+    df = df[(df.i != df.j) & (df.seed == df.seed.min())] if len(df) else df
+    if df.empty:
+        return _empty("ridge vs closed-form swap costs (analysis.ridge_beta not set)")
+    df, order = _variants(df)
+    if (df.data_k >= 0).any():
+        df = df.assign(variant=df.variant + ", k=" + df.data_k.astype(str))
+        order = sorted(df.variant.unique())
+    layers = sorted(df.layer.unique(), key=lambda n: (n == "head", n))
+    fig, axes = plt.subplots(1, len(layers), figsize=(3.2 * len(layers), 3.0), squeeze=False)
+    for ax, layer in zip(axes[0], layers):
+        sub = df[df.layer == layer]
+        if len(sub) > 4000:  # a seeded subsample keeps the figure light; the table holds every pair
+            sub = sub.sample(4000, random_state=0)
+        sns.scatterplot(data=sub, x="swap_cost", y="swap_cost_ridge", hue="variant", hue_order=[o for o in order
+                        if o in set(sub.variant)], s=6, linewidth=0, ax=ax, legend=ax is axes[0][-1],
+                        rasterized=True)
+        rho = summary[summary.layer == layer].ridge_closed_form_spearman.mean()
+        ax.set_title(f"{layer}: mean Spearman ρ = {rho:.2f}", fontsize=8)
+        ax.axhline(0, color="grey", lw=0.6)
+        ax.axvline(0, color="grey", lw=0.6)
+        ax.set_xlabel("T_ij closed form")
+        ax.set_ylabel("T_ij ridge")
+    if axes[0][-1].get_legend() is not None:
+        sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1, 1), fontsize=6)
+    beta = summary.ridge_beta.dropna().unique()
+    fig.suptitle(f"Ridge-regression (β = {', '.join(f'{b:g}' for b in beta)}) vs closed-form swap costs", y=1.03)
+    fig.tight_layout()
+    return fig
+
+
+def representation_geometry(summary: pd.DataFrame):
+    """Coherence ν of each layer's input subspace (with its floor k/d) and the anisotropy ‖S_i − p·I‖₂ of the layer's
+    mask on it (mean over neurons, with the matrix-Bernstein level), per layer and network variant."""
+    if summary.empty:
+        return _empty("coherence and anisotropy of the layer inputs")
+    df, order = _variants(summary[summary.epochs == summary.epochs.max()])
+    if (df.data_k >= 0).any():
+        df = df.assign(variant=df.variant + ", k=" + df.data_k.astype(str))
+        order = sorted(df.variant.unique())
+    layers = sorted(df.layer.unique(), key=lambda n: (n == "head", n))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    sns.pointplot(data=df, x="layer", y="input_coherence", hue="variant", order=layers, hue_order=order,
+                  errorbar=("pi", 100), dodge=_dodge(df, "variant"), ax=axes[0])
+    floor = df.groupby("layer").input_coherence_min.mean().reindex(layers)
+    axes[0].plot(range(len(layers)), floor.to_numpy(), "k:", label="k/d (incoherent floor)")
+    axes[0].set_ylabel("subspace coherence ν of the layer input")
+    axes[0].set_yscale("log")
+    sns.pointplot(data=df, x="layer", y="anisotropy_mean", hue="variant", order=layers, hue_order=order,
+                  errorbar=("pi", 100), dodge=_dodge(df, "variant"), ax=axes[1], legend=False)
+    bound = df.groupby("layer").anisotropy_bound.mean().reindex(layers)
+    axes[1].plot(range(len(layers)), bound.to_numpy(), "k:", label="Bernstein level (δ)")
+    axes[1].set_ylabel("mean anisotropy ‖S_i − p·I‖₂")
+    for ax in axes:
+        ax.tick_params(axis="x", rotation=30)
+        ax.legend(fontsize=6)
+    epochs = int(df.epochs.max())
+    fig.suptitle(f"Intermediate representations ({'untrained' if epochs == 0 else f'trained {epochs} epochs'}; "
+                 f"mean over seeds, band: min–max)", y=1.02)
+    fig.tight_layout()
+    return fig
+
+
+def lmc_vs_k(drops: pd.DataFrame, paper: dict):
+    """Unaligned relative accuracy drop vs the data's intrinsic dimension k per σ_F, with the paper's values."""
+    if drops.empty:
+        return _empty("unaligned accuracy drop vs k")
+    df = drops.assign(**{"σ_F": drops.sigma_f.map(lambda v: f"{v:g}")})
+    fig, ax = plt.subplots(figsize=(4.4, 3.2))
+    sns.lineplot(data=df, x="data_k", y="unaligned_drop", hue="σ_F", marker="o", errorbar=("pi", 100), ax=ax)
+    ax.plot(list(paper), list(paper.values()), "k*--", ms=9, label="paper (σ_F = 1)")
+    ks = sorted(set(df.data_k) | set(paper))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ks)
+    ax.set_xticklabels([f"{k:g}" for k in ks])
+    ax.minorticks_off()
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("intrinsic dimension k of the data")
+    ax.set_ylabel("unaligned accuracy drop (%)")
+    ax.legend(fontsize=7)
+    ax.set_title(f"Unaligned interpolation vs k (trained {int(df.epochs.max())} epochs; mean over pairs, "
+                 f"band: min–max)", fontsize=8)
+    return fig
 
 
 # --------------------------------------------------------------------------- width paper: alignment and mechanism

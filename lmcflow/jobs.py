@@ -239,10 +239,11 @@ def _ident_imports():
 
 def run_identifiability_block(point: Point, pairs: list, models: dict, data_path: str, out_matching: str,
                               out_lmc: str, device: str = "auto") -> None:
-    """For every seed pair of a pair block: activation-matching objective per hidden layer, and unaligned vs
-    aligned LMC on effective weights. ``models``: {seed: [checkpoint, run row]}.
+    """For every seed pair of a pair block: activation-matching objective per hidden layer (at every feature
+    point of ``analysis.matching_features``, with every similarity of ``analysis.matching_similarities``), and
+    unaligned vs aligned LMC on effective weights. ``models``: {seed: [checkpoint, run row]}.
 
-    Correlations use the first ``analysis.n_samples`` training inputs. The aligned path
+    Similarities use the first ``analysis.n_samples`` training inputs. The aligned path
     permutes B by activation matching (``lmcflow.alignment.align``) and interpolates the
     *effective* weights (``symmetry.effective_state_dict``: W_eff = D⊙W + (1−D)⊙F, masks 1,
     offsets 0), so a W-asymmetric B is permuted as a whole and stays the same function.
@@ -264,12 +265,18 @@ def run_identifiability_block(point: Point, pairs: list, models: dict, data_path
         t0 = time.perf_counter()
         model_a, model_b = models[seed_a], models[seed_b]
         base = {**ident_point_columns(point, data.meta), "seed_a": seed_a, "seed_b": seed_b}
-        layers = ident.activation_matching_rows(model_a, model_b, x, n_random=int(a["n_random"]),
-                                                seed=f"{seed_a}-{seed_b}")
-        matching += [{**base, "n_samples": len(x), **r} for r in layers]
-        for r in layers:
-            log.info(f"[identifiability] pair ({seed_a},{seed_b}) layer {r['layer']}: optimal={r['optimal']:.4f} "
-                f"identity={r['identity']:.4f} random={r['random_mean']:.4f} normalized={r['identity_normalized']:.3f}")
+        rows = ident.activation_matching_rows(model_a, model_b, x, n_random=int(a["n_random"]),
+                                              seed=f"{seed_a}-{seed_b}", features=a["matching_features"],
+                                              similarities=a["matching_similarities"])
+        matching += [{**base, "n_samples": len(x), **r} for r in rows]
+        for r in rows:
+            log.info(f"[identifiability] pair ({seed_a},{seed_b}) layer {r['layer']} {r['feature']}/{r['similarity']}: "
+                     f"optimal={r['optimal']:.4f} identity={r['identity']:.4f} random={r['random_mean']:.4f} "
+                     f"normalized={r['identity_normalized']:.3f}")
+        # the aligned path's objective: post-activation Pearson, what activation matching aligns by
+        layers = [r for r in rows if r["feature"] == "post_activation" and r["similarity"] == "pearson"]
+        if not layers:
+            layers = ident.activation_matching_rows(model_a, model_b, x, n_random=0)
         perms, info = align("activation_matching", model_a, model_b, x)
         eff_a, eff_b = effective_state_dict(model_a), effective_state_dict(model_b)
         eff_b_aligned = apply_permutation(permutation_spec(model_b), eff_b, perms)
@@ -301,26 +308,39 @@ def run_identifiability_block(point: Point, pairs: list, models: dict, data_path
 
 def run_swap_costs(point: Point, models: dict, data_path: str, out_summary: str, out_matrix: str,
                    device: str = "auto") -> None:
-    """Realization / swap costs of every hidden weight layer of each model (``identifiability.swap_cost_analysis``);
-    ``models``: {seed: [checkpoint, run row]}."""
+    """Realization / swap costs of the weight layers of each model (``identifiability.swap_cost_analysis``:
+    hidden layers, or with ``analysis.swap_layers: all`` the output layer too), with the coherence and anisotropy of
+    each layer's input subspace and, with ``analysis.ridge_beta``, the ridge-regression estimate beside the closed
+    form; ``models``: {seed: [checkpoint, run row]}."""
     ident, analysis_params, ident_point_columns = _ident_imports()
     a = analysis_params(point)
     dev = resolve_device(device)
     data = load_dataset(data_path).to(dev)
     x = data.x["train"][: int(a["n_samples"])]
+    beta = a["ridge_beta"]
+    ridge_cols = {"ridge_beta": float("nan") if beta is None else float(beta), "ridge_steps": int(a["ridge_steps"])}
+    no_ridge = dict.fromkeys(("self_cost_mean_ridge", "swap_median_ridge", "swap_q10_ridge", "swap_frac_negative_ridge",
+                              "swap_q10_relative_ridge", "ridge_closed_form_spearman"), float("nan"))
     summary, matrix = [], []
     for seed in sorted(models, key=int):
         model, _ = load_checkpoint(*models[seed], dev)
-        rows, mats = ident.swap_cost_analysis(model, x, var_threshold=float(a["var_threshold"]),
-                                              max_samples=int(a["n_samples"]))
+        t0 = time.perf_counter()
+        rows, mats = ident.swap_cost_analysis(
+            model, x, names="all" if a["swap_layers"] == "all" else None, var_threshold=float(a["var_threshold"]),
+            max_samples=int(a["n_samples"]), ridge_beta=beta, ridge_steps=int(a["ridge_steps"]),
+            ridge_lr=float(a["ridge_lr"]), anisotropy_delta=float(a["anisotropy_delta"]), device=dev)
         base = {**ident_point_columns(point, data.meta), "seed": int(seed)}
-        summary += [{**base, **r} for r in rows]
-        matrix += [{**base, **r} for name, t in mats.items()
-                   for r in ident.swap_cost_long(t, name, int(a["heatmap_units"]))]
+        summary += [{**base, **no_ridge, **r, **ridge_cols} for r in rows]
+        matrix += [{**base, **r} for name, (t, t_ridge) in mats.items()
+                   for r in ident.swap_cost_long(t, name, int(a["heatmap_units"]), t_ridge)]
         for r in rows:
             log.info(f"[swap] {point.study}/{point.point} seed={seed} {r['layer']}: k={r['k']} "
-                f"median={r['swap_median']:.4g} frac_negative={r['swap_frac_negative']:.3f} "
-                f"relative={r['swap_median_relative']:.4g}")
+                     f"median={r['swap_median']:.4g} frac_negative={r['swap_frac_negative']:.3f} "
+                     f"relative={r['swap_median_relative']:.4g} ν={r['input_coherence']:.3g} "
+                     f"anisotropy={r['anisotropy_mean']:.3g} (bound {r['anisotropy_bound']:.3g})"
+                     + (f" ridge median={r['swap_median_ridge']:.4g} ρ={r['ridge_closed_form_spearman']:.3f}"
+                        if beta is not None else ""))
+        log.info(f"[swap] {point.study}/{point.point} seed={seed} done in {time.perf_counter() - t0:.1f}s")
     write_table(out_summary, "swap_costs", summary)
     write_table(out_matrix, "swap_matrix", matrix)
 
@@ -345,7 +365,8 @@ def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict,
         if key not in geometry:
             data = load_dataset(data_paths[p.dataset])
             u, explained = ident.principal_subspace(data.x["train"][: key[1]], key[2])
-            geometry[key] = (data.meta, {**ident.coherence_row(u), "explained": explained})
+            geometry[key] = (data.meta, {**ident.coherence_row(u), "explained": explained,
+                                         "embedding": str(data.meta.get("embedding", ""))})
         meta, geo = geometry[key]
         base = ident_point_columns(p, meta)
         curves = interp[(interp.study == p.study) & (interp.point == p.point)]

@@ -3,8 +3,24 @@
 Every model exposes ``hidden_features(x)``: the post-activation output of each
 permutable hidden layer, in order. Alignment (activation matching) and the
 mechanism metrics read features through it, so they never depend on module
-internals. Parameter names are stable (``layers.0.weight``, ``convs.3.weight``,
+internals. The MLP also gives the features at the other points activation matching
+can read (``at``): ``post_linear`` (the linear layer's output), ``post_norm`` (after
+the normalisation, before the nonlinearity) and ``post_activation`` (the default).
+Parameter names are stable (``layers.0.weight``, ``convs.3.weight``,
 ``stages.1.0.conv1.weight``…): the permutation specs refer to them by name.
+
+σ-asymmetric networks (``model.symmetry.kind: sigma_asymmetric``): the fixed gate
+x ↦ sigmoid(Cx)⊙x *is* the hidden layers' nonlinearity (it replaces the activation, as
+in Lim et al. 2024 and the identifiability authors' σ-MLP); the ResNet's residual-stream
+ReLU after the addition stays.
+
+Initialisation (``model.init``, ``init_weights``): after the layers are built with
+torch's defaults, ``weights: paper`` redraws the trainable weights of W-asymmetric and
+SyRe *linear* layers from N(0, 1/fan_in) (the identifiability authors' ``SparseLinear``
+and ``NoiseLinear``; their conv layers keep torch's default, as here), ``torch`` keeps
+torch's default everywhere (lmcflow's initialisation before this option), ``normal``
+draws every weight from N(0, std²); ``bias: zero`` zeroes every bias. All draws come from
+the global RNG that ``lmcflow.jobs.init_model`` seeds, so they are fixed by the seed.
 """
 from __future__ import annotations
 
@@ -15,11 +31,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lmcflow.symmetry import make_conv2d, make_gate, make_linear
+from lmcflow.symmetry import SigmaGate, is_asymmetric, make_conv2d, make_gate, make_linear
 
 ARCHITECTURES = ("mlp", "vgg11", "resnet20", "sum_relu")
 NORMS = ("none", "layernorm", "batchnorm", "groupnorm")
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+FEATURE_POINTS = ("post_linear", "post_norm", "post_activation")
+INIT_WEIGHTS = ("paper", "torch", "normal")
+INIT_BIASES = ("torch", "zero")
+
+
+def nonlinearity(act: nn.Module, gate: nn.Module, z: torch.Tensor) -> torch.Tensor:
+    """A hidden layer's nonlinearity: the σ-asymmetric gate replaces the activation; other gates are identities."""
+    return gate(z) if isinstance(gate, SigmaGate) else gate(act(z))
 
 
 def scaled(channels: int, width: float) -> int:
@@ -42,6 +66,7 @@ class ModelSpec:
     norm_groups: int = 1
     activation: str = "relu"
     symmetry: dict | None = None  # see lmcflow.symmetry
+    init: dict | None = None  # {weights, std, bias}: see init_weights (None: torch's defaults)
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelSpec:
@@ -92,20 +117,32 @@ class MLP(nn.Module):
         self.head = make_linear(hidden, spec.num_classes, spec.bias, sym, spec.depth)
         self.act = ACTIVATIONS[spec.activation]()
 
-    def hidden_features(self, x: torch.Tensor, pre: bool = False) -> list[torch.Tensor]:
-        """Post-activations (or with ``pre=True`` the pre-activations) of every hidden layer."""
-        out = []
+    def hidden_features(self, x: torch.Tensor, pre: bool = False, at: str = "post_activation") -> list[torch.Tensor]:
+        """Every hidden layer's features at ``at`` (``FEATURE_POINTS``); ``pre=True`` is ``at="post_norm"``
+        (the pre-activations)."""
+        at = "post_norm" if pre else at
+        return self.features_at(x, (at,))[at]
+
+    def features_at(self, x: torch.Tensor, points=FEATURE_POINTS) -> dict[str, list[torch.Tensor]]:
+        """{feature point: every hidden layer's features there}, all from one forward pass."""
+        unknown = [p for p in points if p not in FEATURE_POINTS]
+        if unknown:
+            raise ValueError(f"feature point {unknown[0]!r} is unknown; allowed: {', '.join(FEATURE_POINTS)}")
+        out = {p: [] for p in points}
         h = x.flatten(1)
         for layer, norm, gate in zip(self.layers, self.norms, self.gates):
-            z = norm(layer(h))
-            h = gate(self.act(z))
-            out.append(z if pre else h)
+            lin = layer(h)
+            z = norm(lin)
+            h = nonlinearity(self.act, gate, z)
+            for p, v in (("post_linear", lin), ("post_norm", z), ("post_activation", h)):
+                if p in out:
+                    out[p].append(v)
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x.flatten(1)
         for layer, norm, gate in zip(self.layers, self.norms, self.gates):
-            h = gate(self.act(norm(layer(h))))
+            h = nonlinearity(self.act, gate, norm(layer(h)))
         return self.head(h)
 
 
@@ -139,7 +176,7 @@ class VGG11(nn.Module):
     def _blocks(self, x, pre: bool = False):
         for conv, norm, gate, pool in zip(self.convs, self.norms, self.gates, self.pool_after):
             z = norm(conv(x))
-            x = gate(self.act(z))
+            x = nonlinearity(self.act, gate, z)
             yield z if pre else x
             if pool:
                 # ceil_mode lets 28x28 inputs (MNIST) pass five poolings: 28-14-7-4-2-1.
@@ -175,7 +212,7 @@ class BasicBlock(nn.Module):
 
     def forward(self, x, features: list | None = None, pre: bool = False):
         z1 = self.norm1(self.conv1(x))
-        h = self.gate(self.act(z1))
+        h = nonlinearity(self.act, self.gate, z1)
         if features is not None:
             features.append(z1 if pre else h)  # block interior
         s = x if self.shortcut is None else self.shortcut(x)
@@ -263,7 +300,32 @@ def build_model(spec: ModelSpec) -> nn.Module:
         raise ValueError(f"model.arch={spec.arch!r} is unknown; allowed: {', '.join(ARCHITECTURES)}")
     if spec.activation not in ACTIVATIONS:
         raise ValueError(f"model.activation={spec.activation!r} is unknown; allowed: {', '.join(ACTIVATIONS)}")
-    return _BUILDERS[spec.arch](spec)
+    model = _BUILDERS[spec.arch](spec)
+    init_weights(model, spec.init)
+    return model
+
+
+def init_weights(model: nn.Module, init: dict | None) -> None:
+    """Redraw weights after construction (module doc); ``init`` = ``model.init`` ({weights, std, bias})."""
+    init = dict(init or {"weights": "torch", "bias": "torch"})
+    weights, bias = init.get("weights", "torch"), init.get("bias", "torch")
+    if weights not in INIT_WEIGHTS:
+        raise ValueError(f"model.init.weights={weights!r} is unknown; allowed: {', '.join(INIT_WEIGHTS)}")
+    if bias not in INIT_BIASES:
+        raise ValueError(f"model.init.bias={bias!r} is unknown; allowed: {', '.join(INIT_BIASES)}")
+    with torch.no_grad():
+        for m in model.modules():
+            if not isinstance(m, (nn.Linear, nn.Conv2d)):
+                continue
+            fan_in = m.weight[0].numel()
+            if weights == "normal":
+                m.weight.normal_(0.0, float(init.get("std", 0.05)))
+            elif weights == "paper" and isinstance(m, nn.Linear) and is_asymmetric(m):
+                m.weight.normal_(0.0, 1.0 / math.sqrt(fan_in))
+            if is_asymmetric(m):
+                m.weight.mul_(m.mask)  # the trainable part stays zero at fixed positions
+            if bias == "zero" and m.bias is not None:
+                m.bias.zero_()
 
 
 def has_batchnorm(model: nn.Module) -> bool:

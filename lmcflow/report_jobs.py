@@ -135,6 +135,7 @@ def run_identifiability_figures(matching_path: str, lmc_path: str, outputs: dict
     lmc = read_table(lmc_path, "identifiability_lmc")
     figures.save_figure(figures.objective_vs_sigma_f(m), outputs["objective_png"], outputs["objective_pdf"])
     figures.save_figure(figures.barrier_vs_sigma_f(lmc), outputs["barrier_png"], outputs["barrier_pdf"])
+    figures.save_figure(figures.matching_modes(m), outputs["modes_png"], outputs["modes_pdf"])
 
 
 def run_swap_cost_figures(summary_path: str, matrix_path: str, outputs: dict) -> None:
@@ -142,6 +143,24 @@ def run_swap_cost_figures(summary_path: str, matrix_path: str, outputs: dict) ->
     m = read_table(matrix_path, "swap_matrix")
     figures.save_figure(figures.swap_cost_heatmaps(m), outputs["heatmaps_png"], outputs["heatmaps_pdf"])
     figures.save_figure(figures.swap_cost_vs_k(s), outputs["summary_png"], outputs["summary_pdf"])
+    figures.save_figure(figures.swap_cost_ridge_heatmaps(m), outputs["ridge_png"], outputs["ridge_pdf"])
+    figures.save_figure(figures.ridge_vs_closed_form(m, s), outputs["ridge_scatter_png"],
+                        outputs["ridge_scatter_pdf"])
+    figures.save_figure(figures.representation_geometry(s), outputs["geometry_png"], outputs["geometry_pdf"])
+
+
+def run_lmc_vs_k_figure(interp_path: str, summary_path: str, outputs: dict) -> None:
+    """Unaligned relative accuracy drop vs the data's intrinsic dimension k (the ``intrinsic-dimension-lmc``
+    claim's statistic per pair), beside the paper's values."""
+    from lmcflow.claims.identifiability import PAPER_UNALIGNED_DROP, unaligned_drops
+
+    interp = read_table(interp_path, "interpolation")
+    s = read_table(summary_path, "swap_costs")
+    drops = unaligned_drops(interp[interp.epochs == interp.epochs.max()] if len(interp) else interp, "test",
+                            "identity")
+    drops["data_k"] = drops.dataset.map(dict(zip(s.dataset, s.data_k)))
+    drops = drops[drops.data_k.notna() & (drops.data_k > 0)]
+    figures.save_figure(figures.lmc_vs_k(drops, PAPER_UNALIGNED_DROP), outputs["png"], outputs["pdf"])
 
 
 def run_coherence_figures(coherence_path: str, outputs: dict) -> None:

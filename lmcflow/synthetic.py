@@ -10,14 +10,18 @@ tensors in any process.
 
 gaussian_subspace (classification)
     params: classes (10), k (8), d (64), separation (1.0), noise_scale (1.0),
-            n_train (10000), n_val (2000), n_test (2000), standardize (true), seed
+            noise_scales ("uniform"), n_train (10000), n_val (2000), n_test (2000),
+            standardize (true), seed
     A random orthonormal basis U ∈ R^{d×k} (QR of a Gaussian matrix). Class c has a
     mean μ_c = separation·N(0, I_k) and a random rotation R_c ∈ O(k); a sample of
     class c is x = c0·U(μ_c + R_c(s⊙ε)), ε ~ N(0, I_k), where s ∈ R^k is a scale
-    vector shared by all classes (s_j = noise_scale·u_j, u_j ~ U(0.5, 1.5), fixed by
-    the seed). Labels are uniform. With ``standardize`` the global constant
-    c0 = sqrt(d / (mean_c ‖μ_c‖² + Σ s_j²)) makes E‖x‖² = d (mean squared coordinate
-    1 whatever k), without leaving the subspace. The data span exactly k dims.
+    vector shared by all classes and fixed by the seed: ``noise_scales: uniform``
+    s_j = noise_scale·u_j, u_j ~ U(0.5, 1.5); ``signed_normal`` (the identifiability
+    authors' generator) s_j = noise_scale·g_j, g_j ~ N(0, 1), signed. Labels are
+    uniform. With ``standardize`` the global constant c0 = sqrt(d / (mean_c ‖μ_c‖² +
+    Σ s_j²)) makes E‖x‖² = d (mean squared coordinate 1 whatever k), without leaving
+    the subspace; the authors' generator has no normalisation (``standardize: false``,
+    c0 = 1). The data span exactly k dims.
 
 coherence (regression)
     params: m (1…10 copies), embedding ("exact_copy" | "random_tight_frame"), d (20),
@@ -28,9 +32,15 @@ coherence (regression)
     squared row norm 1/m, so the subspace coherence ν(span E) = max_i ‖Eᵀe_i‖² = 1/m.
     exact_copy: z1 is copied into coordinates 0…m−1 and z2 into m…2m−1, each copy
     scaled by 1/√m (so ‖x‖ = ‖z‖ for every m); the other coordinates are zero.
-    random_tight_frame: 2m random coordinates carry the rows (cos θ_i, sin θ_i)/√m
-    of a randomly rotated harmonic frame, θ_i = θ0 + πi/(2m), with random signs and
-    order: every active coordinate mixes z1 and z2.
+    random_tight_frame (the authors' construction): a random order of the d coordinates
+    and one angle θ_t ~ U(0, π) per copy t, both drawn from (seed, d) only, so the
+    frames of m = 1, 2, … share their first copies (nested in m, as the authors'
+    sweep); copy t < m puts the rows (cos θ_t, sin θ_t)/√m and (−sin θ_t, cos θ_t)/√m
+    on coordinates order[2t] and order[2t+1]. Every active coordinate mixes z1 and z2;
+    EᵀE = Σ_t R_tᵀR_t/m = I.
+    The latents z depend on the seed and split only (not on m or the embedding), so the
+    datasets of one seed differ only in how z is embedded (the authors draw the latents
+    once per outer seed too).
 """
 from __future__ import annotations
 
@@ -43,9 +53,11 @@ from lmcflow.seeding import generator
 
 SPLITS = ("train", "val", "test")
 EMBEDDINGS = ("exact_copy", "random_tight_frame")
+NOISE_SCALES = ("uniform", "signed_normal")
 
 GAUSSIAN_SUBSPACE_DEFAULTS = {"classes": 10, "k": 8, "d": 64, "separation": 1.0, "noise_scale": 1.0,
-                              "n_train": 10000, "n_val": 2000, "n_test": 2000, "standardize": True}
+                              "noise_scales": "uniform", "n_train": 10000, "n_val": 2000, "n_test": 2000,
+                              "standardize": True}
 COHERENCE_DEFAULTS = {"m": 1, "embedding": "exact_copy", "d": 20, "noise": 0.0,
                       "n_train": 4000, "n_val": 1000, "n_test": 2000}
 
@@ -68,6 +80,12 @@ def _int(name: str, p: dict, key: str, lo: int, hi: int | None = None) -> int:
         rng = f"[{lo}, {hi}]" if hi is not None else f"≥ {lo}"
         raise ValueError(f"data.synthetic ({name}).{key}: must be an integer {rng}, got {v!r}")
     return int(v)
+
+
+def _choice(name: str, p: dict, key: str, allowed) -> str:
+    if p[key] not in allowed:
+        raise ValueError(f"data.synthetic ({name}).{key}: {p[key]!r} is unknown; allowed: {', '.join(allowed)}")
+    return p[key]
 
 
 def _float(name: str, p: dict, key: str, lo: float = 0.0) -> float:
@@ -93,11 +111,15 @@ def gaussian_subspace_task(params: dict | None, seed: int = 0) -> dict:
     k = _int("gaussian_subspace", p, "k", 1, d)
     sep = _float("gaussian_subspace", p, "separation")
     noise = _float("gaussian_subspace", p, "noise_scale")
+    _choice("gaussian_subspace", p, "noise_scales", NOISE_SCALES)
     g = generator("gaussian_subspace", seed, "task")
     basis = random_orthonormal(d, k, g)
     means = sep * torch.randn(c, k, generator=g, dtype=torch.float64)
     rotations = torch.stack([random_orthonormal(k, k, g) for _ in range(c)])
-    scales = noise * (0.5 + torch.rand(k, generator=g, dtype=torch.float64))
+    if p["noise_scales"] == "signed_normal":
+        scales = noise * torch.randn(k, generator=g, dtype=torch.float64)
+    else:
+        scales = noise * (0.5 + torch.rand(k, generator=g, dtype=torch.float64))
     energy = float((means ** 2).sum(1).mean()) + float((scales ** 2).sum())  # E‖latent‖² (uniform labels)
     c0 = math.sqrt(d / energy) if (p["standardize"] and energy > 0) else 1.0
     return {"params": p, "seed": seed, "basis": basis, "means": means, "rotations": rotations,
@@ -133,15 +155,13 @@ def coherence_embedding(m: int, embedding: str, d: int = 20, seed: int = 0) -> t
         e[m:2 * m, 1] = 1 / math.sqrt(m)
         return e
     if embedding == "random_tight_frame":
-        g = generator("coherence", seed, "embedding", m, d)
-        n = 2 * m
-        theta0 = float(torch.rand((), generator=g, dtype=torch.float64)) * math.pi
-        theta = theta0 + math.pi * torch.arange(n, dtype=torch.float64) / n
-        rows = torch.stack([theta.cos(), theta.sin()], 1) / math.sqrt(m)
-        signs = torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0).to(torch.float64)
-        rows = rows * signs[:, None]
-        coords = torch.randperm(d, generator=g)[:n]
-        e[coords] = rows
+        g = generator("coherence", seed, "tight-frame", d)
+        order = torch.randperm(d, generator=g)
+        theta = torch.rand(d // 2, generator=g, dtype=torch.float64) * math.pi
+        for t in range(m):
+            c, s = math.cos(float(theta[t])), math.sin(float(theta[t]))
+            e[order[2 * t]] = torch.tensor([c, s], dtype=torch.float64) / math.sqrt(m)
+            e[order[2 * t + 1]] = torch.tensor([-s, c], dtype=torch.float64) / math.sqrt(m)
         return e
     raise ValueError(f"data.synthetic (coherence).embedding: {embedding!r} is unknown; "
                      f"allowed: {', '.join(EMBEDDINGS)}")
@@ -192,6 +212,7 @@ def check_params(name: str, params: dict) -> None:
             _int(kind, p, "k", 1, d)
             _float(kind, p, "separation")
             _float(kind, p, "noise_scale")
+            _choice(kind, p, "noise_scales", NOISE_SCALES)
             if not isinstance(p["standardize"], bool):
                 raise ValueError(f"data.synthetic ({kind}).standardize: must be true or false")
         else:

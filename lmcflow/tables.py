@@ -54,8 +54,9 @@ TABLES: dict[str, list[tuple[str, str]]] = {
 def point_columns(point: Point) -> dict:
     m, t = point.model, point.train
     sym = m.get("symmetry") or {}
-    # σ_F as the layers use it: symmetry-breaking kinds default to lmcflow.symmetry's σ_F, standard has none.
-    if sym.get("kind", "standard") == "standard":
+    # σ_F as the layers use it: the masked kinds default to lmcflow.symmetry's σ_F; standard and σ-asymmetric
+    # layers have no fixed offsets.
+    if sym.get("kind", "standard") not in ("w_asymmetric", "syre"):  # no fixed offsets F
         sigma_f = 0.0
     else:
         from lmcflow.symmetry import (
@@ -149,9 +150,11 @@ IDENT_POINT_COLUMNS = POINT_COLUMNS + [
 ]
 
 TABLES.update({
-    # one row per seed pair × hidden layer: activation-matching objective (lmcflow.identifiability)
+    # one row per seed pair × hidden layer × feature point × similarity: activation-matching objective
+    # (lmcflow.identifiability)
     "identifiability": IDENT_POINT_COLUMNS + PAIR_COLUMNS[:2] + [
-        ("layer", "int64"), ("n_units", "int64"), ("n_samples", "int64"), ("optimal", "float64"),
+        ("layer", "int64"), ("feature", "string"), ("similarity", "string"), ("n_units", "int64"),
+        ("n_samples", "int64"), ("optimal", "float64"),
         ("identity", "float64"), ("random_mean", "float64"), ("random_std", "float64"),
         ("identity_gap", "float64"), ("identity_normalized", "float64"), ("identity_fraction", "float64"),
     ],
@@ -165,21 +168,30 @@ TABLES.update({
         ("loss_barrier_max_minus_mean", "float64"), ("loss_barrier_entezari", "float64"),
         ("relative_accuracy_barrier", "float64"),
     ],
-    # one row per model (seed) × weight layer: realization / swap-cost summaries
+    # one row per model (seed) × weight layer: realization / swap-cost summaries (closed form and ridge) and the
+    # coherence and anisotropy of the layer's input subspace
     "swap_costs": IDENT_POINT_COLUMNS + [
         ("seed", "int64"), ("layer", "string"), ("fan_in", "int64"), ("k", "int64"), ("explained", "float64"),
-        ("input_coherence", "float64"), ("fixed_fraction", "float64"), ("n_units", "int64"),
+        ("input_coherence", "float64"), ("input_coherence_min", "float64"), ("fixed_fraction", "float64"),
+        ("mask_mean", "float64"), ("anisotropy_mean", "float64"), ("anisotropy_max", "float64"),
+        ("anisotropy_bound", "float64"), ("n_units", "int64"),
         ("swap_median", "float64"), ("swap_mean", "float64"), ("swap_q10", "float64"),
         ("swap_frac_negative", "float64"), ("self_cost_mean", "float64"), ("swap_median_relative", "float64"),
         ("swap_q10_relative", "float64"), ("swap_frac_cheap", "float64"), ("frac_unrealizable", "float64"),
+        ("ridge_beta", "float64"), ("ridge_steps", "int64"), ("self_cost_mean_ridge", "float64"),
+        ("swap_median_ridge", "float64"), ("swap_q10_ridge", "float64"), ("swap_frac_negative_ridge", "float64"),
+        ("swap_q10_relative_ridge", "float64"), ("ridge_closed_form_spearman", "float64"),
     ],
-    # heatmap data: T_ij of the leading analysis.heatmap_units units, one row per (seed, layer, i, j)
+    # heatmap data: T_ij (and T^ridge_ij) of the leading analysis.heatmap_units units, one row per
+    # (seed, layer, i, j)
     "swap_matrix": IDENT_POINT_COLUMNS + [
         ("seed", "int64"), ("layer", "string"), ("i", "int64"), ("j", "int64"), ("swap_cost", "float64"),
+        ("swap_cost_ridge", "float64"),
     ],
     # one row per seed pair × method × split: subspace coherence of the inputs and the path's barriers
     "coherence": IDENT_POINT_COLUMNS + PAIR_COLUMNS + [
-        ("split", "string"), ("d", "int64"), ("k", "int64"), ("nu", "float64"), ("nu_min", "float64"),
+        ("split", "string"), ("embedding", "string"), ("d", "int64"), ("k", "int64"), ("nu", "float64"),
+        ("nu_min", "float64"),
         ("explained", "float64"), ("loss_a", "float64"), ("loss_b", "float64"), ("loss_mid", "float64"),
         ("regression_midpoint_barrier", "float64"), ("loss_barrier_midpoint", "float64"),
     ],

@@ -83,11 +83,14 @@ def autocast(device: torch.device, precision: str):
 def lr_at(step: int, total_steps: int, cfg: dict) -> float:
     """Learning rate at optimizer step ``step`` (0-based): linear warm-up then the schedule."""
     base = float(cfg["lr"])
+    kind = cfg.get("schedule", "cosine")
+    if kind == "geometric_warmup":  # ×lr_growth after each of the first warmup_epochs epochs, then constant
+        epochs = min(step // cfg["_steps_per_epoch"], round(float(cfg.get("warmup_epochs", 0))))
+        return base * float(cfg.get("lr_growth", 1.0)) ** epochs
     warm = round(float(cfg.get("warmup_epochs", 0)) * cfg["_steps_per_epoch"])
     if step < warm:
         return base * (step + 1) / warm
     t = (step - warm) / max(1, total_steps - warm)
-    kind = cfg.get("schedule", "cosine")
     if kind == "constant":
         return base
     if kind == "cosine":
@@ -96,16 +99,25 @@ def lr_at(step: int, total_steps: int, cfg: dict) -> float:
         return base * (1 - t)
     if kind == "step":  # x0.1 at 50% and 75% of training
         return base * (0.1 ** ((t >= 0.5) + (t >= 0.75)))
-    raise ValueError(f"train.schedule={kind!r} is unknown; allowed: constant, cosine, linear, step")
+    raise ValueError(f"train.schedule={kind!r} is unknown; allowed: constant, cosine, linear, step, geometric_warmup")
 
 
 def make_optimizer(model: nn.Module, cfg: dict) -> torch.optim.Optimizer:
     return optimizer_for([p for p in model.parameters() if p.requires_grad], cfg)
 
 
-def optimizer_for(params: list[torch.Tensor], cfg: dict) -> torch.optim.Optimizer:
+def optimizer_for(params: list[torch.Tensor], cfg: dict, stacked: bool = False) -> torch.optim.Optimizer:
     """The ``train.optimizer`` over ``params`` (one model's, or a bundle's stacked parameters: SGD and
-    AdamW act elementwise, so stacking changes no member's update)."""
+    AdamW act elementwise, so stacking changes no member's update).
+
+    With ``train.weight_decay_on: weights`` biases and norm parameters (1-d per model; 2-d when
+    ``stacked``, whose dim 0 is the member) form a second group without weight decay; the optimizer
+    then holds the decayed parameters first, each group in the order of ``params``."""
+    if cfg.get("weight_decay_on", "all") == "weights":
+        per_model = [p.dim() - int(stacked) for p in params]
+        groups = [{"params": [p for p, d in zip(params, per_model, strict=True) if d > 1]},
+                  {"params": [p for p, d in zip(params, per_model, strict=True) if d <= 1], "weight_decay": 0.0}]
+        params = [g for g in groups if g["params"]]
     kind = cfg.get("optimizer", "sgd")
     if kind == "sgd":
         return torch.optim.SGD(params, lr=cfg["lr"], momentum=cfg.get("momentum", 0.9),

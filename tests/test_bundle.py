@@ -101,11 +101,15 @@ def test_stacked_optimizer_step_equals_per_member_steps():
     torch.manual_seed(0)
     shapes = [(37, 19), (19,), (5, 3, 3, 3)]
     sgd = {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 3e-3}
-    for cfg in ({**sgd, "nesterov": True}, {**sgd, "nesterov": False},
-                {"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.03}):
+    adamw = {"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.03}
+    for cfg in ({**sgd, "nesterov": True}, {**sgd, "nesterov": False}, adamw,
+                {**sgd, "nesterov": False, "weight_decay_on": "weights"}, {**adamw, "weight_decay_on": "weights"}):
         own = [[torch.randn(*s, requires_grad=True) for s in shapes] for _ in range(3)]
         stacked = [torch.stack([p[i].detach() for p in own]).requires_grad_() for i in range(len(shapes))]
-        opts, opt = [optimizer_for(p, cfg) for p in own], optimizer_for(stacked, cfg)
+        opts, opt = [optimizer_for(p, cfg) for p in own], optimizer_for(stacked, cfg, stacked=True)
+        decayed = [[p.shape for p in g["params"]] for g in opt.param_groups if g["weight_decay"] > 0]
+        assert decayed == ([[(3, 37, 19), (3, 5, 3, 3, 3)]] if cfg.get("weight_decay_on") == "weights"
+                           else [[(3, 37, 19), (3, 19), (3, 5, 3, 3, 3)]]), cfg
         for _ in range(4):
             grads = [[torch.randn(*s) for s in shapes] for _ in own]
             for params, g, o in zip(own, grads, opts, strict=True):
@@ -262,13 +266,19 @@ def bundle_run_with_states(data, cfg, seeds, states, digest):
     return [m.model for m in members]
 
 
-def test_resume_after_interruption_is_bit_identical(small_data, tmp_path, caplog):
+ADAMW_DECAY_ON_WEIGHTS = dict(CFG, optimizer="adamw", lr=3e-3, weight_decay=0.1, weight_decay_on="weights")
+
+
+@pytest.mark.parametrize("cfg", [CFG, ADAMW_DECAY_ON_WEIGHTS], ids=["sgd", "adamw-decay-on-weights"])
+def test_resume_after_interruption_is_bit_identical(small_data, tmp_path, caplog, cfg):
+    """Also with two parameter groups (no decay on biases), whose optimizer order differs from the
+    parameters' order: the stacked optimizer state is saved and restored by parameter name."""
     seeds = (0, 1)
     states = [tmp_path / f"seed-{s}.state.safetensors" for s in seeds]
-    reference = bundle_run_with_states(small_data, CFG, seeds, [tmp_path / "ref0", tmp_path / "ref1"], "cfg")
-    _interrupted_bundle(small_data, CFG, seeds, states, "cfg")
+    reference = bundle_run_with_states(small_data, cfg, seeds, [tmp_path / "ref0", tmp_path / "ref1"], "cfg")
+    _interrupted_bundle(small_data, cfg, seeds, states, "cfg")
     with caplog.at_level(logging.INFO, logger="lmcflow"):
-        resumed = bundle_run_with_states(small_data, CFG, seeds, states, "cfg")
+        resumed = bundle_run_with_states(small_data, cfg, seeds, states, "cfg")
     assert sum("resumed from" in r.getMessage() for r in caplog.records) == 2
     assert not any(p.exists() for p in states)
     for ref, m in zip(reference, resumed, strict=True):

@@ -1,4 +1,4 @@
-"""Every claim can pass and can fail: for each of the 17 claims, tables built so that the claim holds give
+"""Every claim can pass and can fail: for each of the 18 claims, tables built so that the claim holds give
 ``supported`` and tables built to violate it give ``not_supported``, through the real registry and claim
 functions on tables with the real schemas (6 seeds, per-seed effects plus noise)."""
 import pytest
@@ -6,6 +6,7 @@ import pytest
 from lmcflow.claims import REGISTRY
 from tests.claim_tables import (
     DEFAULT_WD,
+    PAIRS,
     WEAK_WD,
     WIDTHS,
     Noise,
@@ -145,7 +146,8 @@ SIGMAS = (0.0, 0.3, 1.0, 3.0)
 def sigma_f_identity(holds):
     curve = dict(zip(SIGMAS, (0.02, 0.4, 0.9, 0.97) if holds else (0.5, 0.4, 0.3, 0.2), strict=True))
     rows = pair_rows({"sigma_f": SIGMAS, "layer": [0, 1]}, lambda sigma_f, layer: {
-        "identity_normalized": curve[sigma_f]}, Noise(**SD), symmetry="w_asymmetric")
+        "identity_normalized": curve[sigma_f]}, Noise(**SD), symmetry="w_asymmetric", feature="post_activation",
+        similarity="pearson")
     return {"identifiability": table("identifiability", rows)}
 
 
@@ -170,6 +172,28 @@ def intrinsic_dimension(holds):
     return {"swap_costs": table("swap_costs", rows)}
 
 
+def interpolation_curves(drop: dict, noise: Noise, epochs: int = 10) -> list[dict]:
+    """Unaligned interpolation curves (3 λ, test split) whose relative accuracy drop in % is ``drop[(σ_F, k)]``
+    plus the pair's noise: endpoints at 0.9, the midpoint lowered accordingly."""
+    rows = []
+    for (a, b) in PAIRS:
+        for (sigma_f, k), d in drop.items():
+            dd = max(0.0, noise.pair(d, a, b))
+            for lam, acc in ((0.0, 0.9), (0.5, 0.9 * (1 - dd / 100)), (1.0, 0.9)):
+                rows.append({"seed_a": a, "seed_b": b, "sigma_f": sigma_f, "dataset": f"gs_k{k}", "point": f"k{k}",
+                             "epochs": epochs, "lam": lam, "acc": acc, "symmetry": "w_asymmetric"})
+    return rows
+
+
+def intrinsic_dimension_lmc(holds):
+    ks = (2, 8, 32)
+    high = (46.0, 16.0, 6.0) if holds else (6.0, 16.0, 46.0)
+    drop = {(1.0, k): v for k, v in zip(ks, high)} | {(0.0, k): 50.0 for k in ks}
+    interp = table("interpolation", interpolation_curves(drop, Noise(1.0, 1.0)))
+    swap = table("swap_costs", [{"dataset": f"gs_k{k}", "data_k": k, "seed": 0} for k in ks])
+    return {"interpolation": interp, "swap_costs": swap}
+
+
 def subspace_coherence(holds):
     nus = (0.1, 0.2, 0.5, 1.0)
     rows = pair_rows({"nu": nus}, lambda nu: {"regression_midpoint_barrier": 0.3 * (1 - nu) if holds else 0.3 * nu},
@@ -192,6 +216,7 @@ CASES = {
     "low-rank": low_rank, "weight-decay": weight_decay, "weight-matching-no-gain": weight_matching_no_gain,
     "random-permutation": random_permutation, "sigma-f-identity": sigma_f_identity,
     "sigma-f-unaligned-barrier": sigma_f_unaligned_barrier, "intrinsic-dimension": intrinsic_dimension,
+    "intrinsic-dimension-lmc": intrinsic_dimension_lmc,
     "subspace-coherence": subspace_coherence, "identifiability-tradeoff": identifiability_tradeoff,
     "cross-transformation-cosine": cross_transformation_cosine, "logit-norm-decay": logit_norm_decay,
     "active-neuron-overlap": active_neuron_overlap,
@@ -199,7 +224,7 @@ CASES = {
 
 
 def test_every_claim_has_a_power_case():
-    assert sorted(CASES) == sorted(REGISTRY) and len(CASES) == 17
+    assert sorted(CASES) == sorted(REGISTRY) and len(CASES) == 18
 
 
 @pytest.mark.parametrize("cid", sorted(CASES))

@@ -55,3 +55,22 @@ def test_validation_split_is_seeded_and_disjoint():
     c = split_train_val(x, y, 10, seed=1)
     assert torch.equal(a[3], b[3]) and not torch.equal(a[3], c[3])
     assert set(a[1].tolist()).isdisjoint(a[3].tolist()) and len(a[1]) == 90
+
+
+def test_fashion_mnist_files_never_stand_in_for_mnist(tmp_path):
+    """MNIST and Fashion-MNIST ship files of the same names: a search path holding Debian's Fashion-MNIST is
+    passed over for ``mnist`` (torchvision's own MNIST loading and download stay the way to get it)."""
+    with pytest.raises(DataNotFoundError, match="'mnist'"):
+        prepare_dataset("mnist", {"search_paths": ["/usr/share/datasets/fashion-mnist"], "download": False},
+                        tmp_path / "out.safetensors", tmp_path / "cache")
+    assert not (tmp_path / "cache" / "MNIST").exists()
+
+
+def test_subset_with_its_own_validation_size(tmp_path):
+    """``data.subsets`` entries may carve their own validation split (the authors' 10% of the training set) and
+    keep every remaining training example when ``n_train`` is absent."""
+    meta = prepare_dataset("fm_val10", {"search_paths": ["/usr/share/datasets/fashion-mnist"], "download": False,
+                                        "val_size": 5000, "subsets": {"fm_val10": {"base": "fashion_mnist",
+                                                                                   "val_size": 6000}}},
+                           tmp_path / "fm.safetensors", tmp_path / "cache")
+    assert meta["sizes"] == {"train": 54000, "val": 6000, "test": 10000}

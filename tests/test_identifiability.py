@@ -10,13 +10,18 @@ from torch import nn
 from lmcflow.correlation import feature_correlations
 from lmcflow.identifiability import (
     activation_matching_rows,
+    anisotropy,
+    anisotropy_bound,
     coherence_row,
     layer_inputs,
     matching_objective,
     path_barrier_row,
+    principal_components,
     principal_subspace,
     realization_costs,
     regression_midpoint_barrier,
+    ridge_post_activation_costs,
+    ridge_realization_costs,
     subspace_coherence,
     swap_cost_analysis,
     swap_cost_long,
@@ -146,11 +151,108 @@ def test_swap_cost_analysis_end_to_end():
     for r in rows:
         assert 1 <= r["k"] <= r["fan_in"] and r["explained"] >= 0.9
         assert 0 <= r["swap_frac_negative"] <= 1 and r["fixed_fraction"] == pytest.approx(4 / r["fan_in"])
-    assert mats["layers.0"].shape == (16, 16)
-    assert len(swap_cost_long(mats["layers.0"], "layers.0", max_units=4)) == 16
+    t, t_ridge = mats["layers.0"]
+    assert t.shape == (16, 16) and t_ridge is None
+    assert len(swap_cost_long(t, "layers.0", max_units=4)) == 16
     std_rows, std_mats = swap_cost_analysis(mlp(None), x)
-    assert all(t.abs().max() < 1e-4 for t in std_mats.values())
-    assert all(r["fixed_fraction"] == 0 for r in std_rows)
+    assert all(t.abs().max() < 1e-4 for t, _ in std_mats.values())
+    assert all(r["fixed_fraction"] == 0 and r["anisotropy_max"] < 1e-9 for r in std_rows)
+    # every layer, the output layer too, with the ridge estimate beside the closed form
+    rows, mats = swap_cost_analysis(mlp(W_ASYM), x, names="all", ridge_beta=0.01)
+    assert [r["layer"] for r in rows] == ["layers.0", "layers.1", "head"] and mats["head"][0].shape == (3, 3)
+    assert all(-1 <= r["ridge_closed_form_spearman"] <= 1 for r in rows[:2])
+    long = swap_cost_long(mats["layers.0"][0], "layers.0", 4, mats["layers.0"][1])
+    assert all(r["swap_cost_ridge"] == r["swap_cost_ridge"] for r in long)  # not NaN
+
+
+# --------------------------------------------------------------------------- ridge-regression realization costs
+def _random_layer(seed=2, n=6, d=10, k=4, density=0.7):
+    g = torch.Generator().manual_seed(seed)
+    u = torch.linalg.qr(torch.randn(d, k, generator=g, dtype=torch.float64))[0]
+    w = torch.randn(n, d, generator=g, dtype=torch.float64)
+    mask = (torch.rand(n, d, generator=g) < density).double()
+    mask[:, :k] = 1.0  # every row keeps k trainable coordinates in general position: S_i invertible
+    offset = (1 - mask) * torch.randn(n, d, generator=g, dtype=torch.float64)
+    return u, w, mask, offset
+
+
+def test_ridge_cost_tends_to_the_closed_form_on_a_full_rank_subspace():
+    u, w, mask, offset = _random_layer()
+    m, _ = realization_costs(w, mask, offset, u)
+    variances = torch.tensor([3.0, 2.0, 1.0, 0.5], dtype=torch.float64)
+    for beta, tol in ((1e-3, 2e-2), (1e-7, 1e-5)):
+        m_ridge = ridge_realization_costs(w, mask, offset, u, variances, beta)
+        assert (m_ridge <= m + 1e-9).all()  # the penalised fit never needs more norm than the exact one
+        torch.testing.assert_close(m_ridge, m, rtol=tol, atol=tol)
+    assert ridge_realization_costs(w, mask, offset, u, variances, 1e6).abs().max() < 1e-4  # β → ∞: no fit
+    with pytest.raises(ValueError, match="β"):
+        ridge_realization_costs(w, mask, offset, u, variances, 0.0)
+
+
+def test_ridge_solution_minimises_the_penalised_objective():
+    """The closed-form ridge weights beat perturbed ones on (1/β)·E[(xᵀ(D w + f_i − w_j))²] + ‖w‖²."""
+    u, w, mask, offset = _random_layer(seed=3)
+    variances = torch.tensor([2.0, 1.0, 0.7, 0.3], dtype=torch.float64)
+    beta = 0.5
+    m_ridge, g, _ = ridge_realization_costs(w, mask, offset, u, variances, beta, return_solution=True)
+    cov = u @ torch.diag(variances) @ u.T
+    i, j = 2, 4
+    w_star = mask[i] * (u @ (variances.sqrt() * g[i, j]))  # w = D_i U Λ^½ g
+
+    def objective(wt):
+        r = mask[i] * wt + offset[i] - w[j]
+        return r @ cov @ r / beta + wt @ wt
+
+    torch.testing.assert_close(w_star @ w_star, m_ridge[i, j])
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        assert objective(w_star) <= objective(w_star + 1e-2 * mask[i] * torch.randn(10, generator=gen,
+                                                                                    dtype=torch.float64))
+
+
+def test_post_activation_ridge_fit():
+    u, w, mask, offset = _random_layer(seed=4)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(300, 4, generator=g, dtype=torch.float64) @ u.T * 2 + 0.3  # inputs on span(U), mean 0.3
+    mean = x.mean(0)
+    z = (x - mean) @ u
+    variances = z.var(0, unbiased=False)
+    bias = torch.randn(6, generator=g, dtype=torch.float64)
+    lin = ridge_realization_costs(w, mask, offset, u, variances, 0.1)
+    # an identity "activation": the linear ridge solution is already optimal, the steps keep it
+    same = ridge_post_activation_costs(z, w, bias, mask, offset, u, mean, variances, 0.1, lambda t: t, steps=20,
+                                       lr=1e-4)
+    torch.testing.assert_close(same, lin, rtol=1e-2, atol=1e-3)
+    # GELU: fitting through the nonlinearity changes the costs, stays symmetric in use (T = M + Mᵀ − …)
+    gelu = ridge_post_activation_costs(z, w, bias, mask, offset, u, mean, variances, 0.1, torch.nn.GELU(),
+                                       steps=30)
+    assert gelu.shape == (6, 6) and torch.isfinite(gelu).all() and (gelu >= 0).all()
+    assert not torch.allclose(gelu, lin, rtol=1e-3)
+    t = swap_costs(gelu)
+    torch.testing.assert_close(t, t.T)
+
+
+# --------------------------------------------------------------------------- anisotropy
+def test_anisotropy_hand_made_and_bound():
+    u = torch.eye(3, dtype=torch.float64)[:, :2]  # coordinate-aligned subspace: ν = 1
+    mask = torch.tensor([[1.0, 0.0, 1.0], [1.0, 1.0, 0.0]])  # p = 2/3
+    a, p = anisotropy(mask, u)
+    assert p == pytest.approx(2 / 3)
+    # S_0 = diag(1, 0) -> max |eig − p| = 2/3; S_1 = I -> 1/3
+    torch.testing.assert_close(a, torch.tensor([2 / 3, 1 / 3], dtype=torch.float64))
+    ones, p1 = anisotropy(torch.ones(4, 3), u)
+    assert p1 == 1.0 and ones.abs().max() < 1e-12  # no mask, no anisotropy
+    assert anisotropy_bound(1.0, 1.0, 2) == pytest.approx(2 / 3 * math.log(80))  # σ_d = 0 for p = 1
+    lo, hi = anisotropy_bound(0.3, 0.1, 5), anisotropy_bound(0.3, 1.0, 5)
+    assert 0 < lo < hi  # more coherent subspaces fluctuate more under a random mask
+
+
+def test_principal_components_variances():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(20000, 3, generator=g) * torch.tensor([3.0, 1.0, 0.1])
+    u, var, explained = principal_components(x, 0.95)
+    assert u.shape == (3, 2) and explained >= 0.95
+    torch.testing.assert_close(var, torch.tensor([9.0, 1.0], dtype=torch.float64), rtol=0.05, atol=0.05)
 
 
 # --------------------------------------------------------------------------- activation matching
@@ -187,6 +289,48 @@ def test_matching_recovers_a_planted_permutation():
     assert res["identity"] < 0.9 and res["identity_fraction"] < 1
 
 
+@pytest.mark.parametrize("feature", ["post_linear", "post_norm", "post_activation"])
+@pytest.mark.parametrize("similarity", ["pearson", "dot_product"])
+def test_every_matching_mode_recovers_a_planted_permutation(feature, similarity):
+    torch.manual_seed(0)
+    a = mlp()
+    perm = torch.randperm(16, generator=torch.Generator().manual_seed(5))
+    sd = {k: v.clone() for k, v in a.state_dict().items()}
+    for k in ("layers.0.weight", "layers.0.bias", "norms.0.weight", "norms.0.bias"):
+        sd[k] = sd[k][perm]
+    sd["layers.1.weight"] = sd["layers.1.weight"][:, perm]
+    b = mlp()
+    b.load_state_dict(sd)
+    x = torch.randn(400, 12)
+    rows = activation_matching_rows(a, b, x, n_random=10, features=[feature], similarities=[similarity])
+    assert [(r["layer"], r["feature"], r["similarity"]) for r in rows] == [(0, feature, similarity),
+                                                                           (1, feature, similarity)]
+    first = rows[0]
+    assert first["identity_fraction"] < 0.5  # B's units are shuffled ...
+    assert first["optimal"] > first["identity"] and first["identity_normalized"] < 0.5
+    from lmcflow.correlation import feature_moments
+
+    sim = feature_moments(a, b, x, points=(feature,))[feature][0].similarity(similarity)
+    res = matching_objective(sim, n_random=0)
+    assert torch.equal(res["permutation"], torch.argsort(perm))  # ... and the mode finds them
+
+
+def test_feature_points_of_the_mlp():
+    torch.manual_seed(0)
+    a = mlp()
+    x = torch.randn(5, 12)
+    lin, norm, act = (a.hidden_features(x, at=p) for p in ("post_linear", "post_norm", "post_activation"))
+    torch.testing.assert_close(lin[0], a.layers[0](x))
+    torch.testing.assert_close(norm[0], a.norms[0](lin[0]))
+    torch.testing.assert_close(act[0], nn.functional.gelu(norm[0]))
+    torch.testing.assert_close(a.hidden_features(x, pre=True)[1], norm[1])
+    with pytest.raises(ValueError, match="post_gate"):
+        a.hidden_features(x, at="post_gate")
+    conv = build_model(ModelSpec("vgg11", (3, 32, 32), 10, width=0.0625))
+    with pytest.raises(ValueError, match="matching_features"):
+        activation_matching_rows(conv, conv, torch.randn(4, 3, 32, 32), features=["post_norm"])
+
+
 def test_matching_random_baseline_is_seeded():
     c = torch.randn(30, 30, generator=torch.Generator().manual_seed(0)).clamp(-1, 1)
     r1, r2, r3 = (matching_objective(c, 50, seed=s) for s in (0, 0, 1))
@@ -216,11 +360,11 @@ def test_regression_midpoint_barrier():
 
 
 def test_path_barrier_row_classification_and_regression():
-    cls = [{"lam": l, "split": "test", "loss": v, "acc": a} for l, v, a in
+    cls = [{"lam": lam, "split": "test", "loss": v, "acc": a} for lam, v, a in
            ((0, 0.3, 0.9), (0.5, 0.8, 0.6), (1, 0.5, 0.8))]
     r = path_barrier_row(cls)
     assert r["loss_midpoint_barrier"] == pytest.approx(0.4) and r["regression_midpoint_barrier"] == pytest.approx(0.3)
     assert r["relative_accuracy_barrier"] == pytest.approx((0.6 - 0.9) / 0.9)
-    reg = [{"lam": l, "split": "test", "loss": v, "acc": float("nan")} for l, v in ((0, 0.1), (0.5, 0.4), (1, 0.2))]
+    reg = [{"lam": lam, "split": "test", "loss": v, "acc": float("nan")} for lam, v in ((0, 0.1), (0.5, 0.4), (1, 0.2))]
     r = path_barrier_row(reg)
     assert r["regression_midpoint_barrier"] == pytest.approx(0.2) and "relative_accuracy_barrier" not in r

@@ -2,6 +2,8 @@
 training-subset datasets (the claims: tests/test_claims_identifiability.py)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -104,6 +106,66 @@ def test_swap_costs_point(gs_data, tmp_path):
     assert len(t) == 2 * 2 * 5 * 5
     diag = t[t.i == t.j]
     assert diag.swap_cost.abs().max() < 1e-9
+
+
+def test_network_variants_jobs_and_figures(gs_data, tmp_path, monkeypatch):
+    """SyRe, σ-asymmetric and W-asymmetric BatchNorm MLPs through the identifiability and swap-cost jobs (every
+    matching mode; every layer with the post-activation ridge fit), then every figure of the two figure jobs, for
+    one variant and for several (the authors' heatmap / LMC comparison)."""
+    from lmcflow import figures
+    from lmcflow.report_jobs import run_identifiability_figures, run_swap_cost_figures
+    from lmcflow.tables import concat_tables
+
+    save = figures.save_figure
+    monkeypatch.setattr(figures, "save_figure", lambda fig, png, pdf=None: save(fig, png))  # PNG only: time
+
+    analysis = {"identifiability": True, "swap_costs": True, "n_random": 5, "n_samples": 200, "heatmap_units": 4,
+                "matching_features": ["post_linear", "post_norm", "post_activation"],
+                "matching_similarities": ["pearson", "dot_product"], "swap_layers": "all", "ridge_beta": 0.01,
+                "ridge_steps": 3}
+    files = {k: [] for k in ("m", "l", "s", "t")}
+    for kind, sigma_f in (("syre", 1.0), ("sigma_asymmetric", 0.0), ("w_asymmetric", 0.0)):
+        model = {**MLP, "norm": "batchnorm", "symmetry": {"kind": kind, "sigma_f": sigma_f, "n_fixed": 0.25}}
+        point = _point("v", model, analysis)
+        point.point = kind
+        d = tmp_path / kind
+        d.mkdir()
+        models = _train_all(point, gs_data, d)
+        out = {k: str(d / f"{k}.parquet") for k in files}
+        run_identifiability_block(point, point.pairs, models, str(gs_data), out["m"], out["l"], device="cpu")
+        run_swap_costs(point, models, str(gs_data), out["s"], out["t"], device="cpu")
+        for k in files:
+            files[k].append(out[k])
+        m = read_table(out["m"], "identifiability")
+        assert len(m) == 2 * 3 * 2 and (m.optimal + 1e-6 >= m.identity).all()  # layers × features × similarities
+        lmc = read_table(out["l"], "identifiability_lmc")
+        wide = lmc.pivot_table(index=["split"], columns="method", values="loss_b")
+        assert np.allclose(wide["identity"], wide["activation_matching"], atol=1e-5)  # B permuted: same function
+        sc = read_table(out["s"], "swap_costs")
+        assert list(sc.layer.unique()) == ["layers.0", "layers.1", "head"] and (sc.ridge_steps == 3).all()
+        if kind == "w_asymmetric":
+            assert (sc.anisotropy_mean > 0).all() and (sc.mask_mean < 1).all()
+        else:  # no mask: S_i = I, no anisotropy; the σ-asymmetric weight layers are standard: no swap cost
+            assert (sc.anisotropy_max < 1e-9).all() and (sc.mask_mean == 1).all()
+        if kind == "sigma_asymmetric":
+            assert sc.swap_median.abs().max() < 1e-6 and (sc.sigma_f == 0).all()
+    kinds = {"m": "identifiability", "l": "identifiability_lmc", "s": "swap_costs", "t": "swap_matrix"}
+    paths = {k: str(tmp_path / f"{k}.parquet") for k in files}
+    for k, v in files.items():
+        write_table(paths[k], kinds[k], concat_tables(v, kinds[k]))
+    outs = {f"{n}_{e}": str(tmp_path / f"{n}.{e}") for n in ("objective", "barrier", "modes") for e in ("png", "pdf")}
+    run_identifiability_figures(paths["m"], paths["l"], outs)
+    souts = {f"{n}_{e}": str(tmp_path / f"{n}.{e}") for n in ("heatmaps", "summary", "ridge", "ridge_scatter",
+                                                               "geometry") for e in ("png", "pdf")}
+    run_swap_cost_figures(paths["s"], paths["t"], souts)
+    for f in list(outs.values()) + list(souts.values()):
+        assert not f.endswith(".png") or Path(f).stat().st_size > 1000, f
+    # a single hue level (one matching mode of several variants; one variant): seaborn's dodge divides by zero
+    one_m = read_table(paths["m"], "identifiability").query("feature == 'post_activation' and similarity == 'pearson'")
+    one_s = read_table(paths["s"], "swap_costs").query("point == 'syre'")
+    for fig in (figures.matching_modes(one_m), figures.representation_geometry(one_s)):
+        assert fig.axes
+        figures.plt.close(fig)
 
 
 def test_identifiability_point_resnet20_groupnorm(tmp_path):

@@ -306,3 +306,56 @@ def test_bf16_autocast_forward_runs():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = m(torch.randn(4, 12))
     assert out.shape == (4, 3) and torch.isfinite(out.float()).all()
+
+
+# --------------------------------------------------------------------------- initialisation and the σ-gate
+def test_paper_init_of_w_asymmetric_linear_layers():
+    """``model.init.weights: paper``: trainable weights of W-asymmetric / SyRe linear layers ~ N(0, 1/fan_in) (the
+    authors'); ``torch`` keeps nn.Linear's U(±1/√fan_in) (std √3 smaller); standard layers are torch's in both."""
+    def build(init, sym=W_ASYM, width=256):
+        torch.manual_seed(0)
+        spec = ModelSpec("mlp", (784,), 10, base_width=width, depth=1, symmetry=sym, init=init)
+        return build_model(spec)
+
+    paper, torch_init = build({"weights": "paper"}), build({"weights": "torch"})
+    w = paper.layers[0].weight[paper.layers[0].mask.bool()]
+    assert w.std().item() == pytest.approx(1 / 784 ** 0.5, rel=0.03)
+    assert torch_init.layers[0].weight[torch_init.layers[0].mask.bool()].std().item() == pytest.approx(
+        1 / (3 * 784) ** 0.5, rel=0.03)
+    assert (paper.layers[0].weight[~paper.layers[0].mask.bool()] == 0).all()  # fixed positions stay zero
+    std_paper, std_torch = build({"weights": "paper"}, None), build({"weights": "torch"}, None)
+    assert torch.equal(std_paper.layers[0].weight, std_torch.layers[0].weight)
+    syre = build({"weights": "paper"}, {"kind": "syre", "sigma_f": 1.0})
+    assert syre.layers[0].weight.std().item() == pytest.approx(1 / 784 ** 0.5, rel=0.03)
+
+
+def test_normal_init_with_zero_biases():
+    """The authors' coherence networks: N(0, 0.05²) weights, zero biases."""
+    torch.manual_seed(0)
+    spec = ModelSpec("mlp", (20,), 3, base_width=400, depth=1, init={"weights": "normal", "std": 0.05,
+                                                                      "bias": "zero"})
+    m = build_model(spec)
+    assert m.layers[0].weight.std().item() == pytest.approx(0.05, rel=0.05)
+    assert (m.layers[0].bias == 0).all() and (m.head.bias == 0).all()
+    with pytest.raises(ValueError, match="model.init.weights"):
+        build_model(ModelSpec("mlp", (20,), 3, init={"weights": "xavier"}))
+
+
+def test_sigma_gate_is_the_nonlinearity_and_its_permutation_spec_keeps_the_function():
+    """σ-asymmetric MLP (Lim et al.; the authors' σ-MLP): h = sigmoid(C z)⊙z after the norm, no other activation.
+    Permuting C on both axes with the hidden units keeps the function (the spec's (g, g) axes)."""
+    from lmcflow.alignment import apply_permutation, permutation_spec
+
+    sym = {"kind": "sigma_asymmetric", "mask_seed": 3}
+    torch.manual_seed(0)
+    model = mlp(sym).eval()
+    x = torch.randn(32, 12)
+    z = model.norms[0](model.layers[0](x))
+    torch.testing.assert_close(model.hidden_features(x)[0], torch.sigmoid(z @ model.gates[0].C.T) * z)
+    spec = permutation_spec(model)
+    assert spec.axes["gates.0.C"] == ("hidden0", "hidden0")
+    perms = {g: torch.randperm(n, generator=torch.Generator().manual_seed(1)) for g, n in spec.sizes.items()}
+    permuted = mlp(sym).eval()
+    permuted.load_state_dict(apply_permutation(spec, model.state_dict(), perms))
+    torch.testing.assert_close(permuted(x), model(x), atol=1e-5, rtol=1e-5)
+    assert not torch.equal(permuted.gates[0].C, model.gates[0].C)

@@ -123,3 +123,28 @@ def test_prepare_dataset_round_trip(tmp_path):
     assert c.task == "regression" and c.num_classes == 1 and c.meta["nu"] == 0.5
     splits, _ = gaussian_subspace({**GS, "k": 4}, 0)
     assert torch.equal(g.x["train"], splits["train"][0])
+
+
+def test_gaussian_subspace_authors_generator():
+    """The identifiability authors' setting: signed N(0, 1) noise scales and no normalisation."""
+    p = {**GS, "noise_scales": "signed_normal", "standardize": False, "separation": 0.3}
+    task = gaussian_subspace_task(p, 0)
+    assert task["global_scale"] == 1.0 and (task["scales"] < 0).any() and (task["scales"] > 0).any()
+    assert gaussian_subspace_task({**GS, "separation": 0.3}, 0)["scales"].min() >= 0.5
+    splits, _ = gaussian_subspace(p, 0)
+    x = torch.cat([splits[s][0] for s in splits]).double()
+    assert torch.linalg.matrix_rank(x, rtol=1e-5).item() == GS["k"]
+    # no normalisation: E‖x‖² = mean_c ‖μ_c‖² + Σ s_j² (the rotations keep norms)
+    energy = float((task["means"] ** 2).sum(1).mean() + (task["scales"] ** 2).sum())
+    assert x.pow(2).sum(1).mean().item() == pytest.approx(energy, rel=0.15)
+    with pytest.raises(ValueError, match=r"\.noise_scales"):
+        gaussian_subspace({**GS, "noise_scales": "normal"}, 0)
+
+
+def test_random_tight_frames_are_nested_in_m():
+    """The authors' random frame: one coordinate order and one angle per copy for all m of a seed."""
+    e3, e5 = coherence_embedding(3, "random_tight_frame", 20, seed=5), coherence_embedding(5, "random_tight_frame",
+                                                                                          20, seed=5)
+    active3 = (e3 * e3).sum(1) > 0
+    torch.testing.assert_close(e3[active3] * 3 ** 0.5, e5[active3] * 5 ** 0.5)
+    assert not torch.equal(e3, coherence_embedding(3, "random_tight_frame", 20, seed=6))

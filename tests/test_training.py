@@ -102,6 +102,24 @@ def test_lr_schedules():
     assert lr_at(50, 100, dict(cfg, schedule="step", warmup_epochs=0)) == pytest.approx(0.1)
     with pytest.raises(ValueError, match="train.schedule"):
         lr_at(50, 100, dict(cfg, schedule="bogus", warmup_epochs=0))
+    # the identifiability authors' ResNet schedule: ×1.259 after each of the first 20 epochs, then constant
+    geo = dict(lr=1e-4, _steps_per_epoch=10, warmup_epochs=20, lr_growth=1.259, schedule="geometric_warmup")
+    assert lr_at(0, 1000, geo) == lr_at(9, 1000, geo) == pytest.approx(1e-4)
+    assert lr_at(10, 1000, geo) == pytest.approx(1.259e-4)
+    assert lr_at(200, 1000, geo) == lr_at(999, 1000, geo) == pytest.approx(1e-4 * 1.259 ** 20)
+    assert 1e-4 * 1.259 ** 20 == pytest.approx(1e-2, rel=0.01)
+
+
+def test_weight_decay_on_weights_only():
+    from lmcflow.training import make_optimizer
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+    opt = make_optimizer(model, {"optimizer": "adamw", "lr": 1e-2, "weight_decay": 0.5, "weight_decay_on": "weights"})
+    decay = {id(p): g["weight_decay"] for g in opt.param_groups for p in g["params"]}
+    assert decay[id(model[0].weight)] == 0.5
+    assert decay[id(model[0].bias)] == decay[id(model[1].weight)] == decay[id(model[1].bias)] == 0.0
+    opt = make_optimizer(model, {"optimizer": "adamw", "lr": 1e-2, "weight_decay": 0.5})
+    assert {g["weight_decay"] for g in opt.param_groups} == {0.5}
 
 
 def test_crop_flip_augmentation_is_seeded_and_shape_preserving():

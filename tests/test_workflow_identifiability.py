@@ -10,8 +10,8 @@ from tests.conftest import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests/configs/tiny_identifiability.yaml"
-CLAIMS = ("sigma-f-identity", "sigma-f-unaligned-barrier", "intrinsic-dimension", "identifiability-tradeoff",
-          "subspace-coherence")
+CLAIMS = ("sigma-f-identity", "sigma-f-unaligned-barrier", "intrinsic-dimension", "intrinsic-dimension-lmc",
+          "identifiability-tradeoff", "subspace-coherence")
 
 pytestmark = [pytest.mark.slow]
 
@@ -47,27 +47,42 @@ def table(wd, kind):
 
 def test_identifiability_tables(run):
     ident = table(run, "identifiability")
-    # study sym: 2 datasets × 2 σ_F × 3 pairs × 2 hidden layers
-    assert len(ident) == 24 and set(ident.layer) == {0, 1} and set(ident.sigma_f) == {0.0, 1.0}
+    sym = ident[ident.study == "sym"]
+    # study sym: 2 datasets × 2 σ_F × 3 pairs × 2 hidden layers × 2 feature points × 2 similarities
+    assert len(sym) == 96 and set(sym.layer) == {0, 1} and set(sym.sigma_f) == {0.0, 1.0}
+    assert set(sym.feature) == {"post_linear", "post_activation"} and set(sym.similarity) == {"pearson",
+                                                                                              "dot_product"}
     assert (ident.optimal >= ident.identity - 1e-6).all() and (ident.optimal >= ident.random_mean - 1e-6).all()
-    assert set(ident.data_k) == {2, 8} and (ident.n_fixed == "[0.25, 0.25, 0.5]").all()
+    assert set(sym.data_k) == {2, 8} and (sym.n_fixed == "[0.25, 0.25, 0.5]").all()
+    kinds = ident[ident.study == "kinds"]  # SyRe and σ-asymmetric: 1 pair × 2 layers × the default mode
+    assert sorted(set(kinds.symmetry)) == ["sigma_asymmetric", "syre"] and len(kinds) == 4
+    assert set(kinds.feature) == {"post_activation"} and set(kinds.similarity) == {"pearson"}
     lmc = table(run, "identifiability_lmc")
-    assert len(lmc) == 4 * 3 * 2 * 2 and set(lmc.method) == {"identity", "activation_matching"}
+    assert len(lmc) == (4 * 3 + 2) * 2 * 2 and set(lmc.method) == {"identity", "activation_matching"}
     assert (lmc.relative_accuracy_barrier <= 1e-9).all()
-    # same endpoints on both paths: B permuted is the same function
-    piv = lmc.pivot_table(index=["point", "seed_a", "seed_b", "split"], columns="method", values="loss_b")
+    # same endpoints on both paths: B permuted is the same function (the σ-gate's C permuted on both axes too)
+    piv = lmc.pivot_table(index=["study", "point", "seed_a", "seed_b", "split"], columns="method", values="loss_b")
     assert (piv.identity - piv.activation_matching).abs().max() < 1e-4
     swap = table(run, "swap_costs")
-    assert len(swap) == 4 * 3 * 2 and set(swap.layer) == {"layers.0", "layers.1"}
+    s_sym = swap[swap.study == "sym"]
+    assert len(s_sym) == 4 * 3 * 3 and set(s_sym.layer) == {"layers.0", "layers.1", "head"}
     assert swap.swap_frac_negative.between(0, 1).all() and swap.swap_frac_cheap.between(0, 1).all()
+    assert s_sym.ridge_beta.eq(0.01).all() and s_sym.ridge_steps.eq(0).all()
+    assert swap.input_coherence.between(swap.input_coherence_min - 1e-9, 1 + 1e-9).all()
+    assert (swap.anisotropy_mean >= 0).all() and (swap[swap.mask_mean == 1].anisotropy_max < 1e-9).all()
+    s_kinds = swap[swap.study == "kinds"]
+    assert len(s_kinds) == 2 * 2 * 3 and s_kinds.ridge_steps.eq(5).all()
+    assert s_kinds.swap_median_ridge.notna().all()
     mat = table(run, "swap_matrix")
-    assert len(mat) == 4 * 3 * 2 * 8 * 8
+    assert len(mat) == (4 * 3 + 2 * 2) * (8 * 8 + 8 * 8 + 4 * 4)  # models × (two hidden layers + a 4-class head)
+    assert mat.swap_cost_ridge.notna().all()
     coh = table(run, "coherence")
     assert set(coh.data_nu.round(6)) == {1.0, 0.2} and (coh.nu - coh.data_nu).abs().max() < 1e-6
     assert set(coh.k) == {2} and len(coh) == 2 * 3 * 2  # 2 ν × 3 pairs × 2 splits
     # foundation tables hold every study
     runs = table(run, "runs")
-    assert set(runs.study) == {"sym", "tradeoff", "coh"} and len(runs) == 24
+    assert set(runs.study) == {"sym", "tradeoff", "coh", "kinds"} and len(runs) == 28
+    assert set(coh.embedding) == {"exact_copy"}
 
 
 def test_claims_and_figures(run):
@@ -79,10 +94,17 @@ def test_claims_and_figures(run):
         assert res["paper"].startswith("Bürgin"), cid
     intrinsic = json.loads((run / "results/claims/intrinsic-dimension.json").read_text())
     assert intrinsic["details"]["arm"] == "trained 2 epochs" and intrinsic["details"]["k"] == [2, 8]
+    lmc_k = json.loads((run / "results/claims/intrinsic-dimension-lmc.json").read_text())
+    assert lmc_k["details"]["k"] == [2, 8] and lmc_k["details"]["epochs"] == 2
+    assert [p["value"] for p in lmc_k["paper_values"]] == [46.4, 15.7, 6.1]
+    ours = [p["ours"] for p in lmc_k["paper_values"]]  # k = 2 and 8 are in the tiny study, 32 is not
+    assert ours[0]["statistic"] is not None and ours[1]["statistic"] is not None and ours[2] is None
     claims = pd.read_parquet(run / "results/tables/claims.parquet")
     assert sorted(claims.claim_id) == sorted(CLAIMS)
-    figs = {"sym": ["objective_vs_sigma_f", "barrier_vs_sigma_f", "swap_cost_heatmaps", "swap_cost_vs_k"],
-            "coh": ["barrier_vs_nu"]}
+    swap_figs = ["swap_cost_heatmaps", "swap_cost_vs_k", "swap_cost_heatmaps_ridge", "ridge_vs_closed_form",
+                 "representation_geometry"]
+    ident_figs = ["objective_vs_sigma_f", "barrier_vs_sigma_f", "matching_modes"]
+    figs = {"sym": ident_figs + swap_figs + ["lmc_vs_k"], "kinds": ident_figs + swap_figs, "coh": ["barrier_vs_nu"]}
     for study, names in figs.items():
         for name in names:
             for ext in ("png", "pdf"):

@@ -71,9 +71,12 @@ def _curve(m, *index) -> list:
                  "grid to near the optimal one; at σ_F = 0 it is near the level of a random permutation.",
        tables=("identifiability",), sweep_key="model.symmetry.sigma_f",
        requires=(requires_sigma_values, requires_analysis("identifiability")),
-       defaults={"layers": None, "min_normalized_at_max": 0.9, "max_normalized_at_zero": 0.1})
+       defaults={"layers": None, "min_normalized_at_max": 0.9, "max_normalized_at_zero": 0.1,
+                 "feature": "post_activation", "similarity": "pearson"})
 def sigma_f_identity(t: dict, p: dict) -> Outcome:
-    df = t["identifiability"]
+    df = select(t["identifiability"], feature=p["feature"], similarity=p["similarity"])
+    need(len(df), f"activation-matching rows at feature point {p['feature']!r} with similarity {p['similarity']!r} "
+                  f"(analysis.matching_features / matching_similarities)")
     if p["layers"] is not None:
         df = df[df.layer.isin(p["layers"])]
     sample, lab = pivot(df, ["identity_normalized"], ["sigma_f"])
@@ -143,11 +146,7 @@ def _swap_arm(df, p: dict, epochs: int):
                  "are small against σ_F = 1 at every k. Measured on untrained networks, as the paper does.",
        tables=("swap_costs",), sweep_key="dataset", unit="seed",
        requires=(requires_sigma_values, requires_analysis("swap_costs"), requires_epochs),
-       defaults={"layer": "layers.0", "epochs": 0, "sigma_f_high": None, "max_cost_ratio_at_zero": 0.1},
-       paper_values=tuple(PaperValue(f"unaligned accuracy drop (fraction) at k = {k}, σ_F = 1: the LMC outcome the "
-                                     f"swap-cost tails predict, not our statistic (ours per k: details)", v,
-                                     "W-MLP on the authors' Gaussian-subspace data", "Bürgin et al. 2026")
-                          for k, v in ((2, 0.464), (8, 0.157), (32, 0.061))))
+       defaults={"layer": "layers.0", "epochs": 0, "sigma_f_high": None, "max_cost_ratio_at_zero": 0.1})
 def intrinsic_dimension(t: dict, p: dict) -> Outcome:
     df = t["swap_costs"]
     df = df[(df.layer == p["layer"]) & (df.data_k > 0)]
@@ -199,13 +198,85 @@ def intrinsic_dimension(t: dict, p: dict) -> Outcome:
     return Outcome(criteria, sample.n_seeds, 0, reported, details)
 
 
+PAPER_UNALIGNED_DROP = {2: 46.4, 8: 15.7, 32: 6.1}  # % at σ_F = 1 (Bürgin et al. 2026)
+
+
+def requires_trained(cid, p, study, points) -> None:
+    trained = sorted({int(q.train["epochs"]) for q in points if int(q.train["epochs"]) > 0})
+    if not trained:
+        raise ConfigError(f"claims.{cid}: study {study!r} trains no model (train.epochs is 0 everywhere); the "
+                          f"unaligned interpolation needs trained models")
+    if p["epochs"] is not None and int(p["epochs"]) not in trained:
+        raise ConfigError(f"claims.{cid}.epochs: {p['epochs']} is not a trained arm of study {study!r}; its points "
+                          f"train {trained} epochs")
+
+
+def unaligned_drops(interp: pd.DataFrame, split: str, method: str) -> pd.DataFrame:
+    """One row per curve (point, seed pair) of ``interp``: the relative accuracy drop 100·(max(acc_A, acc_B) −
+    min_λ acc)/max(acc_A, acc_B) along the path (the authors' ``compute_barrier``, sign flipped: in %)."""
+    from lmcflow.metrics import relative_accuracy_barrier
+
+    df = select(interp, split=split, method=method)
+    keys = ["point", "dataset", "sigma_f", "epochs", "seed_a", "seed_b"]
+    rows = [{**dict(zip(keys, k)), "unaligned_drop": -100.0 * relative_accuracy_barrier(g.lam.to_numpy(float),
+                                                                                        g.acc.to_numpy(float))}
+            for k, g in df.sort_values("lam").groupby(keys, sort=True)]
+    return pd.DataFrame(rows, columns=keys + ["unaligned_drop"])
+
+
+@claim(id="intrinsic-dimension-lmc", paper=PAPER,
+       statement="With σ_F = 1 on gaussian_subspace data the unaligned interpolation of two trained W-MLPs loses "
+                 "less accuracy over the whole k grid as the data's intrinsic dimension k grows (the paper: a "
+                 "relative accuracy drop of 46.4 / 15.7 / 6.1 % at k = 2 / 8 / 32).",
+       tables=("interpolation", "swap_costs"), sweep_key="dataset",
+       requires=(requires_sigma_values, requires_analysis("swap_costs"), requires_trained),
+       defaults={"epochs": None, "sigma_f_high": None, "split": "test", "method": "identity"},
+       paper_values=tuple(PaperValue(f"unaligned relative accuracy drop (%) at k = {k}, σ_F = 1", v,
+                                     "W-MLP on the authors' Gaussian-subspace data", "Bürgin et al. 2026",
+                                     ours=f"unaligned_drop_k{k}") for k, v in PAPER_UNALIGNED_DROP.items()))
+def intrinsic_dimension_lmc(t: dict, p: dict) -> Outcome:
+    # the data's nominal k per dataset (the interpolation table names datasets only; the swap-cost table has both)
+    sc = t["swap_costs"]
+    k_of = dict(zip(sc.dataset, sc.data_k))
+    interp = t["interpolation"]
+    need(len(interp), "interpolation curves of trained models")
+    trained = sorted(e for e in set(interp.epochs) if e > 0)
+    need(len(trained), "interpolation curves of trained models (train.epochs > 0)")
+    epochs = int(p["epochs"]) if p["epochs"] is not None else trained[-1]
+    drops = unaligned_drops(interp[interp.epochs == epochs], p["split"], p["method"])
+    drops["data_k"] = drops.dataset.map(k_of)
+    drops = drops[drops.data_k.notna() & (drops.data_k > 0)]
+    need(len(drops), f"curves of {p['method']!r} on datasets with a nominal k (models trained {epochs} epochs)")
+    sample, lab = pivot(drops, ["unaligned_drop"], ["sigma_f", "data_k"])
+    sigmas, ks = lab["sigma_f"], [int(k) for k in lab["data_k"]]
+    high = p["sigma_f_high"] if p["sigma_f_high"] is not None else max(sigmas)
+    need(high in sigmas and high > 0 and len(ks) >= 2, "curves at a σ_F > 0, at ≥ 2 values of k")
+    sh = sigmas.index(high)
+    x, axis = trend_axis(ks)
+    criteria = [Criterion("trend", f"slope of the mean unaligned relative accuracy drop (%, {p['split']}) against "
+                                   f"log2 k at σ_F = {high:g} (trained {epochs} epochs)",
+                          estimate(lambda m: slope(x, m[0, sh]), sample), "<", 0.0,
+                          "paper: unaligned LMC improves with the intrinsic dimension k", kind="trend")]
+    reported = {f"unaligned_drop_k{k}": estimate(lambda m, j=j: m[0, sh, j], sample) for j, k in enumerate(ks)}
+    means = sample.means()
+    details = {"k": ks, "sigma_f_high": high, "epochs": epochs, "mean_drop_by_k": _curve(means, 0, sh),
+               "paper_drop_by_k": {str(k): v for k, v in PAPER_UNALIGNED_DROP.items()}}
+    if 0.0 in sigmas:
+        s0 = sigmas.index(0.0)
+        reported["trend_at_sigma0"] = estimate(lambda m: slope(x, m[0, s0]), sample)
+        details["mean_drop_by_k_at_sigma0"] = _curve(means, 0, s0)
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, details)
+
+
 @claim(id="subspace-coherence", paper=PAPER,
        statement="With F = 0 and only a random mask, the unaligned midpoint barrier falls over the whole ν grid as "
                  "the subspace coherence ν of the inputs rises from 0.1 to 1.",
        tables=("coherence",), sweep_key="dataset", requires=(requires_analysis("coherence"),),
-       defaults={"barrier": "regression_midpoint_barrier", "method": "identity", "split": "test"})
+       defaults={"barrier": "regression_midpoint_barrier", "method": "identity", "split": "test", "embedding": None})
 def subspace_coherence(t: dict, p: dict) -> Outcome:
-    df = select(t["coherence"], split=p["split"], method=p["method"])
+    # embedding None: every embedding (exact copies, random tight frames) and outer seed of the study pooled per ν
+    df = select(t["coherence"], split=p["split"], method=p["method"], embedding=p["embedding"])
+    need(len(df), f"coherence rows (split {p['split']!r}, method {p['method']!r}, embedding {p['embedding']!r})")
     sample, lab = pivot(df, [p["barrier"]], ["nu"])
     nus = lab["nu"]
     need(len(nus) >= 2, "fewer than 2 ν values")

@@ -262,8 +262,18 @@ IDENT_TABLE_FLAG = {
 
 # analysis keys each identifiability job reads (its params carry these only)
 IDENT_ANALYSIS_KEYS = {
-    "identifiability": ["identifiability", "n_random", "n_samples"],
-    "swap_costs": ["swap_costs", "n_samples", "var_threshold", "heatmap_units"],
+    "identifiability": ["identifiability", "n_random", "n_samples", "matching_features", "matching_similarities"],
+    "swap_costs": [
+        "swap_costs",
+        "n_samples",
+        "var_threshold",
+        "heatmap_units",
+        "swap_layers",
+        "ridge_beta",
+        "ridge_steps",
+        "ridge_lr",
+        "anisotropy_delta",
+    ],
     "coherence": ["coherence", "n_samples", "var_threshold"],
 }
 
@@ -295,20 +305,29 @@ def ident_study_inputs(study, kind):
 
 
 IDENT_FIGURES = {
-    "identifiability": ["objective_vs_sigma_f", "barrier_vs_sigma_f"],
-    "swap_costs": ["swap_cost_heatmaps", "swap_cost_vs_k"],
+    "identifiability": ["objective_vs_sigma_f", "barrier_vs_sigma_f", "matching_modes"],
+    "swap_costs": [
+        "swap_cost_heatmaps",
+        "swap_cost_vs_k",
+        "swap_cost_heatmaps_ridge",
+        "ridge_vs_closed_form",
+        "representation_geometry",
+    ],
     "coherence": ["barrier_vs_nu"],
 }
 
 
+def lmc_vs_k_study(study):
+    """Studies with the unaligned-LMC-vs-k figure: swap costs (the data's k) and trained, merged models over a
+    dataset sweep."""
+    return bool(analysis_points(study, "swap_costs") and merged_points(study) and sweeps(study, "dataset"))
+
+
 def ident_figures(study):
-    return [
-        f"{RESULTS}/figures/{study}/{name}.{ext}"
-        for flag, names in IDENT_FIGURES.items()
-        if analysis_points(study, flag)
-        for name in names
-        for ext in ("png", "pdf")
-    ]
+    names = [name for flag, names in IDENT_FIGURES.items() if analysis_points(study, flag) for name in names]
+    if lmc_vs_k_study(study):
+        names.append("lmc_vs_k")
+    return [f"{RESULTS}/figures/{study}/{name}.{ext}" for name in names for ext in ("png", "pdf")]
 
 
 def data_cfg_for(dataset):

@@ -45,6 +45,7 @@ localrules:
     identifiability_figures,
     swap_cost_figures,
     coherence_figures,
+    lmc_vs_k_figure,
 
 
 rule identifiability_figures:
@@ -65,6 +66,12 @@ rule identifiability_figures:
             category="{study}",
         ),
         barrier_pdf=f"{RESULTS}/figures/{{study}}/barrier_vs_sigma_f.pdf",
+        modes_png=report(
+            f"{RESULTS}/figures/{{study}}/matching_modes.png",
+            caption="../report/matching_modes.rst",
+            category="{study}",
+        ),
+        modes_pdf=f"{RESULTS}/figures/{{study}}/matching_modes.pdf",
     log:
         f"{LOGS}/figures/{{study}}/identifiability.log",
     script:
@@ -89,10 +96,42 @@ rule swap_cost_figures:
             category="{study}",
         ),
         summary_pdf=f"{RESULTS}/figures/{{study}}/swap_cost_vs_k.pdf",
+        ridge_png=report(
+            f"{RESULTS}/figures/{{study}}/swap_cost_heatmaps_ridge.png",
+            caption="../report/swap_cost_heatmaps_ridge.rst",
+            category="{study}",
+        ),
+        ridge_pdf=f"{RESULTS}/figures/{{study}}/swap_cost_heatmaps_ridge.pdf",
+        ridge_scatter_png=report(
+            f"{RESULTS}/figures/{{study}}/ridge_vs_closed_form.png",
+            caption="../report/ridge_vs_closed_form.rst",
+            category="{study}",
+        ),
+        ridge_scatter_pdf=f"{RESULTS}/figures/{{study}}/ridge_vs_closed_form.pdf",
+        geometry_png=report(
+            f"{RESULTS}/figures/{{study}}/representation_geometry.png",
+            caption="../report/representation_geometry.rst",
+            category="{study}",
+        ),
+        geometry_pdf=f"{RESULTS}/figures/{{study}}/representation_geometry.pdf",
     log:
         f"{LOGS}/figures/{{study}}/swap_costs.log",
     script:
         "../scripts/swap_cost_figures.py"
+
+
+rule lmc_vs_k_figure:
+    """Unaligned relative accuracy drop vs the data's intrinsic dimension k, beside the paper's values."""
+    input:
+        interpolation=study_table("{study}", "interpolation"),
+        summary=study_table("{study}", "swap_costs"),
+    output:
+        png=report(f"{RESULTS}/figures/{{study}}/lmc_vs_k.png", caption="../report/lmc_vs_k.rst", category="{study}"),
+        pdf=f"{RESULTS}/figures/{{study}}/lmc_vs_k.pdf",
+    log:
+        f"{LOGS}/figures/{{study}}/lmc_vs_k.log",
+    script:
+        "../scripts/lmc_vs_k_figure.py"
 
 
 rule coherence_figures:
