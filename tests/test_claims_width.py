@@ -112,6 +112,7 @@ def test_logit_norm_decay_is_exact_for_a_copy_in_disjoint_units(small_data):
     from lmcflow.training import train
 
     depth, half = 2, 8
+    torch.manual_seed(0)  # the initial weights: the fitted β must stay inside its search bounds at every λ
     small = build_model(ModelSpec("mlp", (20,), 4, width=1.0, depth=depth, base_width=half, bias=False))
     train(small, small_data, {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "epochs": 3,
                               "batch_size": 64, "schedule": "constant", "precision": "fp32"}, 0, torch.device("cpu"))
@@ -135,6 +136,7 @@ def test_logit_norm_decay_is_exact_for_a_copy_in_disjoint_units(small_data):
     assert fitted_decay_exponent(lam, ratio) == pytest.approx(depth + 1, abs=1e-3)
     # calibration undoes it: the fitted β of the merged model scales its logits back to the endpoints' level
     mid = test[5]
+    assert 0 < test[0]["beta"] < mid["beta"] < 1000  # inside the search bounds (log β ∈ [−7, 7])
     assert mid["loss"] > test[0]["loss"] + 0.05 and mid["error"] == test[0]["error"]  # same argmax, worse loss
     assert mid["beta"] * mid["logit_norm"] == pytest.approx(test[0]["beta"] * test[0]["logit_norm"], rel=1e-3)
     assert mid["calibrated_loss"] == pytest.approx(test[0]["calibrated_loss"], rel=1e-4)
