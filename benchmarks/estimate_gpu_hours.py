@@ -105,14 +105,17 @@ def main(argv=None):
         k = min(len(p.seeds), int(args.bundle or p.train.get("bundle", 1)))
         jobs[study] = jobs.get(study, 0) + math.ceil(len(p.seeds) / k)
         jobs_single[study] = jobs_single.get(study, 0) + len(p.seeds)
-        ds = TORCHVISION_DATASETS.get(p.dataset)
+        subset = (cfg.get("data", {}).get("subsets") or {}).get(p.dataset, {})
+        base = subset.get("base", p.dataset)  # a subset of a torchvision dataset costs as its base
+        ds = TORCHVISION_DATASETS.get(base)
         if ds is None:
             continue  # synthetic data: negligible
         fields = {k: v for k, v in p.model.items() if k in ModelSpec.__dataclass_fields__}
         spec = ModelSpec(in_shape=ds.in_shape, num_classes=ds.num_classes, **fields)
         f = spec_flops(spec)
-        train = 3 * f * TRAIN_SIZES[p.dataset] * p.train["epochs"] * len(p.seeds)
-        merge = (f * (EVAL_SIZES[p.dataset] + TRAIN_SIZES[p.dataset]) * p.merge["lambdas"]
+        n_train = min(subset.get("n_train") or TRAIN_SIZES[base], TRAIN_SIZES[base])
+        train = 3 * f * n_train * p.train["epochs"] * len(p.seeds)
+        merge = (f * (EVAL_SIZES[base] + n_train) * p.merge["lambdas"]
                  * len(p.pairs) * len(p.merge["methods"]))
         rate1 = point_rate(rows, bundle_rows, spec.arch, spec.width, 1, None, args.tflops)
         rate = point_rate(rows, bundle_rows, spec.arch, spec.width, k, p.train.get("compile"), args.tflops)

@@ -64,6 +64,22 @@ def test_estimate_reports_bundled_hours_and_job_counts(bench, tmp_path, capsys):
     assert "train jobs 10 -> 10" in capsys.readouterr().out
 
 
+def test_estimate_prices_a_subset_as_its_base_dataset(bench, tmp_path, capsys):
+    """A named subset of MNIST (data.subsets) is charged like MNIST at its training size, not skipped."""
+    import estimate_gpu_hours as est
+
+    base = {"defaults": {"model": {"arch": "mlp", "width": 1.0, "depth": 2, "base_width": 1024},
+                         "train": {"epochs": 1000, "batch_size": 128, "bundle": 1},
+                         "merge": {"lambdas": 3, "methods": ["identity"]}}}
+    flops = {}
+    for name, data in (("full", {}), ("subset", {"subsets": {"mnist_5k": {"base": "mnist", "n_train": 5000}}})):
+        cfg = {**base, "data": data, "studies": {"s": {"dataset": "mnist_5k" if data else "mnist", "seeds": [0, 1]}}}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+        est.main([str(tmp_path / f"{name}.yaml"), "--tflops", "40"])
+        flops[name] = float(re.search(r"([\d.]+) PFLOP", capsys.readouterr().out.splitlines()[-1])[1])
+    assert 0 < flops["subset"] < flops["full"]
+
+
 def test_bundle_and_lambda_timers_run_on_cpu(bench):
     import bench_gpu_bundle as b
 
