@@ -139,7 +139,12 @@ def test_rerun_is_a_no_op_and_report_builds(workflow_run):
     out = snakemake(workflow_run, "-n")
     assert "Nothing to be done" in out
     snakemake(workflow_run, "--report", "results/report.html")
-    assert (workflow_run / "results/report.html").stat().st_size > 10000
+    html = (workflow_run / "results/report.html").read_text()
+    assert len(html) > 10000
+    # the report opens on the verdicts: the generated front page, one row per claim of the run
+    assert "the verdicts of this run" in html
+    claims = pd.read_parquet(workflow_run / "results/tables/claims.parquet")
+    assert len(claims) and all(c in html for c in claims.claim_id)
 
 
 def test_readme_queries_run_on_the_tables(workflow_run, monkeypatch):
