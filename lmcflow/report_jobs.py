@@ -182,43 +182,44 @@ def run_mechanism_figures(barriers_path: str, layer_metrics_path: str, outputs: 
 def run_report_front_page(claims_path: str, out: str, study_categories: list) -> None:
     """The report's landing text (``snakemake --report``): every claim's verdict, our statistic with its CI
     beside the paper's value, and a link to the study's figures (its report category). reStructuredText,
-    rendered by Snakemake (``report:`` in the Snakefile)."""
+    rendered by Snakemake (``report:`` in the Snakefile).
+
+    Snakemake centres the landing text vertically beside the rule graph, so text taller than the window is cut
+    off at the top: one short line per claim, numbers only; what each number measures is in the claim's JSON
+    (category ``claims``) and in ``lmcflow claims``."""
     df = read_table(claims_path, "claims")
+    counts = df.verdict.value_counts()
+    summary = ", ".join(f"{counts.get(v, 0)} {v}" for v in ("supported", "not_supported", "inconclusive"))
     lines = [
         "lmcflow: the verdicts of this run",
         "=================================",
         "",
-        "Every claim of the two papers, as computed from this run's tables (`lmcflow claims` prints the same).",
-        "*supported*: the claim's statistic beats its threshold and its control with the whole 95% CI; "
-        "*not_supported*: the CI lies wholly on the other side; *inconclusive*: neither, or too few seeds. "
-        "Each study's figures are behind its link; the claim JSONs (statistic, CI, control, the paper's "
-        "number) are under `claims`_; the rule graph is under Workflow in the menu.",
+        f"{len(df)} claims: {summary}. Ours: the claim's statistic [95% CI]; paper: the paper's number where it "
+        "gives one. What each measures: the claim JSONs under `claims`_ (or `lmcflow claims`); figures: the "
+        "study links; the rule graph: Workflow in the menu.",
         "",
         ".. list-table::",
         "   :header-rows: 1",
-        "   :widths: 30 20 50",
         "",
         "   * - claim (figures)",
         "     - verdict",
-        "     - ours [95% CI]; the paper's number",
+        "     - ours [95% CI]",
+        "     - paper",
     ]
 
     def num(v) -> str:
-        return "–" if v is None or v != v else f"{v:.4g}"
+        return "–" if v is None or v != v else f"{v:.3g}"
 
-    # three columns, so that the table fits beside the rule graph Snakemake draws on the landing page
     for r in df.to_dict("records"):
-        ours = f"{r['statistic_name']}: {num(r['statistic'])} [{num(r['ci_low'])}, {num(r['ci_high'])}]"
+        ours = f"{num(r['statistic'])} [{num(r['ci_low'])}, {num(r['ci_high'])}]"
         if r.get("reason"):
-            ours += f" ({r['reason']})"
-        paper = "paper: –"
-        if r.get("paper_quantity"):
-            paper = f"paper: {r['paper_quantity']}: {num(r.get('paper_value'))} ({r.get('paper_scale', '')})"
+            ours = r["reason"] if r["statistic"] != r["statistic"] else f"{ours} ({r['reason']})"
+        paper = num(r.get("paper_value")) if r.get("paper_quantity") else "–"
         studies = [s for s in str(r["study"]).split(",") if s in study_categories]
         figures = ", ".join(f"`{s}`_" for s in studies)
         claim_cell = f"``{r['claim_id']}``" + (f" ({figures})" if figures else "")
-        lines += [f"   * - {claim_cell}", f"     - **{r['verdict']}**",
-                  f"     - {_rst_cell(ours)}; {_rst_cell(paper)}"]
+        lines += [f"   * - {claim_cell}", f"     - **{r['verdict']}**", f"     - {_rst_cell(ours)}",
+                  f"     - {_rst_cell(paper)}"]
     write_text(out, "\n".join(lines) + "\n")
 
 
