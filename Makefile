@@ -27,8 +27,9 @@ reproduce: $(STAMP) data
 	$(VENV)/bin/snakemake --cores $(CORES) --rerun-incomplete
 	$(VENV)/bin/snakemake --cores 1 --report results/report.html
 
+# Two workers (one per core); a test file stays on one worker (module fixtures such as the SLURM cluster).
 test: $(STAMP) data
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
 	.ci/lint
