@@ -269,7 +269,8 @@ def test_matching_identity_is_optimal_when_b_is_a():
         assert r["random_mean"] < 0.9
 
 
-def test_matching_recovers_a_planted_permutation():
+def planted_pair():
+    """(A, B, perm, x): B is A with its first hidden layer's units relabelled by ``perm`` (the same function)."""
     torch.manual_seed(0)
     a = mlp()
     perm = torch.randperm(16, generator=torch.Generator().manual_seed(5))
@@ -279,7 +280,11 @@ def test_matching_recovers_a_planted_permutation():
     sd["layers.1.weight"] = sd["layers.1.weight"][:, perm]
     b = mlp()
     b.load_state_dict(sd)
-    x = torch.randn(400, 12)
+    return a, b, perm, torch.randn(400, 12)
+
+
+def test_matching_recovers_a_planted_permutation():
+    a, b, perm, x = planted_pair()
     torch.testing.assert_close(b(x), a(x), atol=1e-5, rtol=1e-5)
     corr = feature_correlations(a, b, x)[0]
     res = matching_objective(corr, n_random=10, seed=1)
@@ -292,16 +297,7 @@ def test_matching_recovers_a_planted_permutation():
 @pytest.mark.parametrize("feature", ["post_linear", "post_norm", "post_activation"])
 @pytest.mark.parametrize("similarity", ["pearson", "dot_product"])
 def test_every_matching_mode_recovers_a_planted_permutation(feature, similarity):
-    torch.manual_seed(0)
-    a = mlp()
-    perm = torch.randperm(16, generator=torch.Generator().manual_seed(5))
-    sd = {k: v.clone() for k, v in a.state_dict().items()}
-    for k in ("layers.0.weight", "layers.0.bias", "norms.0.weight", "norms.0.bias"):
-        sd[k] = sd[k][perm]
-    sd["layers.1.weight"] = sd["layers.1.weight"][:, perm]
-    b = mlp()
-    b.load_state_dict(sd)
-    x = torch.randn(400, 12)
+    a, b, perm, x = planted_pair()
     rows = activation_matching_rows(a, b, x, n_random=10, features=[feature], similarities=[similarity])
     assert [(r["layer"], r["feature"], r["similarity"]) for r in rows] == [(0, feature, similarity),
                                                                            (1, feature, similarity)]

@@ -475,7 +475,7 @@ def random_permutation(t: dict, p: dict) -> Outcome:
         "widths": widths, "mean_identity_by_width": _curve(means, 0, 0), "mean_random_by_width": _curve(means, 0, 1)})
 
 
-# --------------------------------------------------------------------------- analyses added beside the mechanism
+# --------------------------------------------------------------------------- further mechanism analyses
 @claim(id="cross-transformation-cosine", paper=PAPER,
        statement="The merged layer acts on the merged input like the sum of the two models' own layers: the "
                  "cross-transformation cosine cos((W_A + W_B)(z_A + z_B), W_A z_A + W_B z_B) of the paper's "
