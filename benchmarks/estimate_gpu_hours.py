@@ -30,8 +30,8 @@ import torch
 import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
+from lmcflow.catalog import TORCHVISION_DATASETS
 from lmcflow.config import expand_points
-from lmcflow.data import TORCHVISION_DATASETS
 from lmcflow.models import ModelSpec, build_model
 
 TRAIN_SIZES = {"mnist": 55000, "fashion_mnist": 55000, "cifar10": 45000, "cifar100": 45000}

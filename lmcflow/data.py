@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lmcflow.catalog import TORCHVISION_DATASETS, TorchvisionDataset, dataset_names  # noqa: F401  (re-exported)
 from lmcflow.io import load_tensors, save_tensors
 from lmcflow.seeding import generator
 
@@ -26,26 +27,6 @@ log = logging.getLogger(__name__)
 
 SPLITS = ("train", "val", "test")
 
-
-@dataclass(frozen=True)
-class TorchvisionDataset:
-    name: str
-    tv_class: str  # attribute of torchvision.datasets
-    in_shape: tuple
-    num_classes: int
-    raw_files: tuple  # files torchvision expects in its raw folder (MNIST family)
-    archive_dir: str = ""  # for CIFAR: the extracted folder torchvision expects under root
-
-
-_MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-
-TORCHVISION_DATASETS = {
-    "mnist": TorchvisionDataset("mnist", "MNIST", (1, 28, 28), 10, _MNIST_FILES),
-    "fashion_mnist": TorchvisionDataset("fashion_mnist", "FashionMNIST", (1, 28, 28), 10, _MNIST_FILES),
-    "cifar10": TorchvisionDataset("cifar10", "CIFAR10", (3, 32, 32), 10, (), "cifar-10-batches-py"),
-    "cifar100": TorchvisionDataset("cifar100", "CIFAR100", (3, 32, 32), 100, (), "cifar-100-python"),
-}
 
 # Synthetic generators register themselves here: generator name -> callable(params, seed) returning
 # ({split: (x, y)}, meta). A config names dataset instances in data.synthetic: {name: {generator, ...}}.
@@ -56,12 +37,6 @@ DEFAULT_SEARCH_PATHS = ("/usr/share/datasets/fashion-mnist",)
 
 class DataNotFoundError(RuntimeError):
     pass
-
-
-def dataset_names(data_cfg: dict | None = None) -> list[str]:
-    """Datasets a config can name: torchvision's plus its own synthetic instances and subsets."""
-    cfg = data_cfg or {}
-    return sorted(set(TORCHVISION_DATASETS) | set(cfg.get("synthetic") or {}) | set(cfg.get("subsets") or {}))
 
 
 def _find_mnist_layout(ds: TorchvisionDataset, folder: Path) -> dict[str, Path] | None:

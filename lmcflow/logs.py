@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import resource
 import sys
 import time
@@ -31,9 +32,19 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def in_snakemake_script() -> bool:
+    """Whether this process is a Snakemake ``script:`` job (its preamble defines ``snakemake`` in ``__main__``)."""
+    return hasattr(sys.modules.get("__main__"), "snakemake")
+
+
 @contextlib.contextmanager
 def job_log(path: str | None, level: int = logging.INFO):
-    """Route logging (and stdout/stderr) of one job to ``path``; re-raise errors after logging them."""
+    """Route logging (and stdout/stderr) of one job to ``path``; re-raise errors after logging them.
+
+    In a Snakemake ``script:`` job that succeeded, the process ends right after the log is closed, without the
+    interpreter's teardown: its outputs are written and closed, and the teardown of a process that imported torch
+    costs ~1.1 CPU-s (measured: 1.08 s for ``import torch`` alone), over 100 CPU-s in a run of the default's ~100
+    torch jobs. A failed job raises as usual."""
     if not path:
         yield
         return
@@ -63,3 +74,7 @@ def job_log(path: str | None, level: int = logging.INFO):
             logging.captureWarnings(False)
             root.removeHandler(handler)
             root.setLevel(old_level)
+    if in_snakemake_script():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

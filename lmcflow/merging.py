@@ -33,9 +33,38 @@ def interpolate_state(sd_a: dict, sd_b: dict, lam: float) -> dict:
     return out
 
 
+def path_inputs(data, train_eval_size=None, bn_reset_size=None) -> tuple[dict, dict, torch.Tensor]:
+    """What ``evaluate_path`` evaluates: ({split: (x, y)} scored, {split: x} predicted (val first where it
+    calibrates the temperature), the BatchNorm re-estimation inputs)."""
+    x_train, y_train = data.x["train"], data.y["train"]
+    if train_eval_size:
+        x_train, y_train = x_train[:train_eval_size], y_train[:train_eval_size]
+    x_bn = data.x["train"][:bn_reset_size] if bn_reset_size else data.x["train"]
+    splits = {"train": (x_train, y_train), "test": (data.x["test"], data.y["test"])}
+    if data.task == "classification" and len(data.y["val"]) > 0:
+        splits_out = {"val": data.x["val"], **{s: xs for s, (xs, _) in splits.items()}}
+    else:
+        splits_out = {s: xs for s, (xs, _) in splits.items()}
+    return splits, splits_out, x_bn
+
+
+@torch.no_grad()
+def endpoint_outputs(model: nn.Module, data, train_eval_size=None, bn_reset_size=None,
+                     reset_bn: bool = True) -> dict:
+    """{split: fp32 outputs} of one model on what ``evaluate_path`` predicts, BatchNorm statistics re-estimated
+    as at every point of a path: the λ = 0 or λ = 1 outputs of every path that ends at this model. A job
+    computes them once per model and passes them to ``evaluate_path(endpoints=...)`` for every pair and method
+    (a model of n seeds ends 2(n−1) pair paths per method; B permuted onto A is the same function as B)."""
+    _, splits_out, x_bn = path_inputs(data, train_eval_size, bn_reset_size)
+    model = copy.deepcopy(model)
+    if reset_bn and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+        reset_bn_stats(model, x_bn)
+    return {split: predict(model, xs) for split, xs in splits_out.items()}
+
+
 def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train_eval_size=None,
                   bn_reset_size=None, reset_bn: bool = True, batched: bool | None = None,
-                  max_stack_bytes: int | None = None) -> list[dict]:
+                  max_stack_bytes: int | None = None, endpoints: dict | None = None) -> list[dict]:
     """Loss/accuracy of θλ on train and test, raw and temperature-calibrated, and the mean logit norm.
 
     For every λ one inverse temperature β is fitted on the validation split; the
@@ -43,6 +72,10 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
     re-estimated on training data at every λ (reset_bn=True; including the
     endpoints, so every point of the curve is treated alike). ``logit_norm`` is the mean over the split's
     examples of the L2 norm of θλ's output (``logit_norm``), from the same outputs as the loss.
+
+    ``endpoints``: {0.0: A's, 1.0: B's ``endpoint_outputs``} (either may be missing): those λ are not
+    evaluated again. They equal the path's own evaluation at λ = 0 and 1 (θλ is A or B bit for bit there) up
+    to fp32 rounding of the stacked products.
 
     ``batched=True`` evaluates the λ-interpolated models stacked, several λ per forward pass
     (``torch.func.vmap`` over the stacked weights; BatchNorm statistics re-estimated per λ exactly as
@@ -55,50 +88,63 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
     convolutions, 1.2-1.9x slower than the loop on CPU; not yet measured on a GPU).
     """
     task = data.task
-    x_train, y_train = data.x["train"], data.y["train"]
-    if train_eval_size:
-        x_train, y_train = x_train[:train_eval_size], y_train[:train_eval_size]
-    x_bn = data.x["train"][:bn_reset_size] if bn_reset_size else data.x["train"]
-    splits = {"train": (x_train, y_train), "test": (data.x["test"], data.y["test"])}
-    if task == "classification" and len(data.y["val"]) > 0:
-        splits_out = {"val": data.x["val"], **{s: xs for s, (xs, _) in splits.items()}}
-    else:
-        splits_out = {s: xs for s, (xs, _) in splits.items()}
+    splits, splits_out, x_bn = path_inputs(data, train_eval_size, bn_reset_size)
     lambdas = [float(lam) for lam in lambdas]
+    given = {float(lam): out for lam, out in (endpoints or {}).items()}
+    todo = [lam for lam in lambdas if lam not in given]
     if batched is None:
         batched = not any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     x_example = data.x["train"][:1]  # one input, for shapes (the train split is never empty)
-    chunk = lambda_chunk(model, x_example, len(lambdas), max_stack_bytes) if batched else 1
-    rows = []
-    for start in range(0, len(lambdas), chunk):
-        lams = lambdas[start:start + chunk]
+    chunk = lambda_chunk(model, x_example, len(todo), max_stack_bytes) if batched else 1
+    outputs, seconds = dict(given), dict.fromkeys(given, 0.0)
+    for start in range(0, len(todo), chunk):
+        lams = todo[start:start + chunk]
         t0 = time.perf_counter()
         if len(lams) == 1:
             model.load_state_dict(interpolate_state(sd_a, sd_b, lams[0]))
             if reset_bn:
                 reset_bn_stats(model, x_bn)
-            outputs = [{split: predict(model, xs) for split, xs in splits_out.items()}]
+            chunk_out = [{split: predict(model, xs) for split, xs in splits_out.items()}]
         else:
-            outputs = _stacked_outputs(model, sd_a, sd_b, lams, splits_out, x_bn if reset_bn else None, x_example,
-                                       stacked_batch_size(model, x_example, len(lams), max_stack_bytes))
-        seconds = (time.perf_counter() - t0) / len(lams)
-        for j, (lam, out_by_split) in enumerate(zip(lams, outputs, strict=True)):
-            t1 = time.perf_counter()
-            beta = float("nan")
-            if "val" in out_by_split:
-                beta = fit_inverse_temperature(out_by_split["val"], data.y["val"])
-            for split, (_, ys) in splits.items():
-                out = out_by_split[split]
-                m = metrics_from_outputs(out, ys, task)
-                cal = cross_entropy_at(out, ys, beta) if not math.isnan(beta) else float("nan")
-                rows.append({"lam": lam, "split": split, "loss": m["loss"], "acc": m["acc"],
-                             "error": 1.0 - m["acc"] if task == "classification" else float("nan"),
-                             "calibrated_loss": cal, "beta": beta, "logit_norm": logit_norm(out)})
-            test = rows[-1]
-            log.info(f"[merge] λ {start + j + 1}/{len(lambdas)} = {lam:.2f}: test loss={test['loss']:.4f} "
-                f"err={test['error']:.4f} cal_loss={test['calibrated_loss']:.4f} β={beta:.3f} "
-                f"({seconds + time.perf_counter() - t1:.1f}s{f', {len(lams)} λ stacked' if len(lams) > 1 else ''})")
+            chunk_out = _stacked_outputs(model, sd_a, sd_b, lams, splits_out, x_bn if reset_bn else None, x_example,
+                                         stacked_batch_size(model, x_example, len(lams), max_stack_bytes))
+        for lam, out in zip(lams, chunk_out, strict=True):
+            outputs[lam], seconds[lam] = out, (time.perf_counter() - t0) / len(lams)
+    rows = []
+    for i, lam in enumerate(lambdas):
+        t1 = time.perf_counter()
+        out_by_split = outputs[lam]
+        beta = float("nan")
+        if "val" in out_by_split:
+            beta = fit_inverse_temperature(out_by_split["val"], data.y["val"])
+        for split, (_, ys) in splits.items():
+            out = out_by_split[split]
+            m = metrics_from_outputs(out, ys, task)
+            cal = cross_entropy_at(out, ys, beta) if not math.isnan(beta) else float("nan")
+            rows.append({"lam": lam, "split": split, "loss": m["loss"], "acc": m["acc"],
+                         "error": 1.0 - m["acc"] if task == "classification" else float("nan"),
+                         "calibrated_loss": cal, "beta": beta, "logit_norm": logit_norm(out)})
+        test = rows[-1]
+        how = "given" if lam in given else f"{chunk} λ stacked" if batched and chunk > 1 and len(todo) > 1 else ""
+        log.info(f"[merge] λ {i + 1}/{len(lambdas)} = {lam:.2f}: test loss={test['loss']:.4f} "
+            f"err={test['error']:.4f} cal_loss={test['calibrated_loss']:.4f} β={beta:.3f} "
+            f"({seconds[lam] + time.perf_counter() - t1:.1f}s{f', {how}' if how else ''})")
     return rows
+
+
+@torch.no_grad()
+def check_same_function(model: nn.Module, sd_b: dict, sd_b_aligned: dict, x: torch.Tensor, what: str,
+                        rtol: float = 1e-4) -> None:
+    """B permuted onto A must be the same function as B (every path reuses B's endpoint outputs): outputs on
+    ``x`` agree to ``rtol`` of their scale, else the permutation spec misses a tensor."""
+    net = copy.deepcopy(model)
+    net.load_state_dict(sd_b)
+    ref = predict(net, x)
+    net.load_state_dict(sd_b_aligned)
+    diff = float((predict(net, x) - ref).abs().max()) if len(x) else 0.0
+    if diff > rtol * max(1.0, float(ref.abs().max())):
+        raise RuntimeError(f"{what}: the permutation changed model B's function (outputs differ by {diff:.3g}); "
+                           f"the permutation spec misses a tensor")
 
 
 def logit_norm(out: torch.Tensor) -> float:

@@ -31,9 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lmcflow.catalog import ARCHITECTURES  # noqa: F401  (re-exported)
 from lmcflow.symmetry import SigmaGate, is_asymmetric, make_conv2d, make_gate, make_linear
 
-ARCHITECTURES = ("mlp", "vgg11", "resnet20", "sum_relu")
 NORMS = ("none", "layernorm", "batchnorm", "groupnorm")
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 FEATURE_POINTS = ("post_linear", "post_norm", "post_activation")

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
 from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config, swept_values, validate_config
-from lmcflow.data import dataset_names
-from lmcflow.models import ARCHITECTURES
 from lmcflow.validation import validate_points
 
 REPO = Path(__file__).resolve().parents[1]

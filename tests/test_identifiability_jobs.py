@@ -94,6 +94,30 @@ def test_identifiability_point_mlp(gs_data, tmp_path):
     assert (am + 1e-6 >= lmc[lmc.method == "identity"].matching_objective.to_numpy()).all()
 
 
+def test_identifiability_reads_the_unaligned_paths_of_rule_interpolate(gs_data, tmp_path, monkeypatch):
+    """With rule interpolate's file of the pair block the identity paths are read, not evaluated again, and the
+    rows are those the job computes itself."""
+    from lmcflow import jobs
+
+    point = _point("s", MLP, {"identifiability": True, "n_random": 5, "n_samples": 200}, seeds=(0, 1, 2))
+    models = _train_all(point, gs_data, tmp_path)
+    run_merge_block(point, point.pairs, ["identity"], models, {}, str(gs_data), str(tmp_path / "i.parquet"),
+                    device="cpu")
+    calls = []
+    evaluate_path = jobs.evaluate_path
+    monkeypatch.setattr(jobs, "evaluate_path", lambda *a, **kw: calls.append(1) or evaluate_path(*a, **kw))
+    tables = {}
+    for name, interpolation in (("own", None), ("read", str(tmp_path / "i.parquet"))):
+        calls.clear()
+        run_identifiability_block(point, point.pairs, models, str(gs_data), str(tmp_path / f"m-{name}.parquet"),
+                                  str(tmp_path / f"l-{name}.parquet"), device="cpu", interpolation=interpolation)
+        tables[name] = (read_table(tmp_path / f"l-{name}.parquet", "identifiability_lmc"), len(calls))
+    (own, own_calls), (read, read_calls) = tables["own"], tables["read"]
+    assert own_calls == 2 * len(point.pairs) and read_calls == len(point.pairs)
+    cols = ["loss_a", "loss_b", "loss_mid", "loss_barrier_entezari", "error_barrier_entezari", "acc_min"]
+    assert np.allclose(own[cols].to_numpy(), read[cols].to_numpy(), atol=1e-5)
+
+
 def test_swap_costs_point(gs_data, tmp_path):
     point = _point("s", MLP, {"swap_costs": True, "n_samples": 200, "heatmap_units": 5})
     models = _train_all(point, gs_data, tmp_path)

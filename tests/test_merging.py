@@ -139,3 +139,53 @@ def test_lambda_chunk_respects_the_memory_budget():
     assert lambda_chunk(model, x, 11, max_stack_bytes=1) == 1
     per_lambda = sum(t.numel() * 4 for t in model.state_dict().values()) + 3 * 51 * 4096 * 4  # widest layer: 51
     assert lambda_chunk(model, x, 11, max_stack_bytes=3 * per_lambda) == 3
+
+
+# --------------------------------------------------------------------------- endpoints evaluated once per model
+@pytest.mark.parametrize("conv", [False, True])
+def test_given_endpoints_equal_the_evaluated_ones(small_data, conv):
+    from lmcflow.merging import endpoint_outputs
+
+    if conv:
+        data, spec, kw = _image_data(), ModelSpec("resnet20", (3, 8, 8), 3, width=0.25, norm="batchnorm"), \
+            {"bn_reset_size": 64}
+    else:
+        data, spec, kw = small_data, ModelSpec("mlp", (20,), 4, width=0.1, depth=2), {"train_eval_size": 30}
+    a, b = _pair(spec)
+    ends = {0.0: endpoint_outputs(a, data, **kw), 1.0: endpoint_outputs(b, data, **kw)}
+    full = evaluate_path(build_model(spec), a.state_dict(), b.state_dict(), data, lambda_grid(5), **kw)
+    given = evaluate_path(build_model(spec), a.state_dict(), b.state_dict(), data, lambda_grid(5), endpoints=ends,
+                          **kw)
+    assert [(r["lam"], r["split"]) for r in full] == [(r["lam"], r["split"]) for r in given]
+    worst = {k: max(abs(r0[k] - r1[k]) for r0, r1 in zip(full, given, strict=True)) for k in PATH_TOL}
+    assert all(worst[k] <= tol for k, tol in PATH_TOL.items()), worst
+
+
+def test_given_endpoints_are_not_evaluated_again(small_data):
+    from lmcflow.merging import endpoint_outputs
+
+    spec = ModelSpec("mlp", (20,), 4, width=0.1, depth=2)
+    a, b = _pair(spec)
+    other = build_model(spec)  # outputs of a third model stand in for A's: the rows at λ = 0 must be its
+    ends = {0.0: endpoint_outputs(other, small_data)}
+    rows = evaluate_path(build_model(spec), a.state_dict(), b.state_dict(), small_data, lambda_grid(3), endpoints=ends)
+    got = next(r["loss"] for r in rows if r["lam"] == 0.0 and r["split"] == "test")
+    want = torch.nn.functional.cross_entropy(predict(other, small_data.x["test"]), small_data.y["test"]).item()
+    own = torch.nn.functional.cross_entropy(predict(a, small_data.x["test"]), small_data.y["test"]).item()
+    assert got == pytest.approx(want, rel=1e-6) and abs(got - own) > 1e-3
+
+
+def test_a_permutation_that_changes_the_function_is_refused(small_data):
+    from lmcflow.alignment import apply_permutation, permutation_spec
+    from lmcflow.merging import check_same_function
+
+    spec = ModelSpec("mlp", (20,), 4, width=0.1, depth=2)
+    a, b = _pair(spec)
+    x = small_data.x["test"]
+    spec_b = permutation_spec(b)
+    perms = {g: torch.randperm(n, generator=torch.Generator().manual_seed(1)) for g, n in spec_b.sizes.items()}
+    permuted = apply_permutation(spec_b, b.state_dict(), perms)
+    check_same_function(a, b.state_dict(), permuted, x, "whole permutation")  # the same function: passes
+    broken = dict(permuted, **{"layers.0.weight": permuted["layers.0.weight"].flip(0)})  # one layer only
+    with pytest.raises(RuntimeError, match="one layer only: the permutation changed model B's function"):
+        check_same_function(a, b.state_dict(), broken, x, "one layer only")

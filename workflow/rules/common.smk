@@ -16,8 +16,7 @@ os.environ.update(
 
 from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config, study_points, swept_values
 from lmcflow.claims import REGISTRY as CLAIMS, claim_studies
-from lmcflow.data import dataset_names
-from lmcflow.models import ARCHITECTURES
+from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.validation import validate_points
 
 try:
@@ -294,6 +293,14 @@ def table_studies(kind):
 def ident_point_file(study, point, kind, blocks):
     """Output of rule identifiability for one pair block, or of rule swap_costs for one bundle (``blocks``)."""
     return f"{WORK}/identifiability/{study}/{point}/{kind}-{blocks}.parquet"
+
+
+def identity_paths_file(wc):
+    """Rule interpolate's file of the pair block when it holds the identity paths rule identifiability needs."""
+    p = point_of(wc)
+    if p.train["epochs"] > 0 and "identity" in merge_methods(p):
+        return [merge_file(wc.study, wc.point, wc.blocks)]
+    return []
 
 
 def ident_study_inputs(study, kind):

@@ -79,10 +79,11 @@ localrules:
 
 rule identifiability:
     """Every seed pair of a pair block: activation-matching objective per hidden layer, and unaligned vs aligned
-    (activation matching) LMC on the effective weights."""
+    (activation matching) LMC on the effective weights (the unaligned paths read from rule interpolate's file)."""
     input:
         data=lambda wc: data_file(point_of(wc).dataset),
         bundles=block_bundles,
+        interpolation=identity_paths_file,
     output:
         matching=ident_point_file("{study}", "{point}", "identifiability", "{blocks}"),
         lmc=ident_point_file("{study}", "{point}", "identifiability_lmc", "{blocks}"),

@@ -6,4 +6,5 @@ with job_log(snakemake.log[0]):
     set_threads(snakemake.threads)
     p = snakemake.params
     run_identifiability_block(Point.from_dict(p.point), p.pairs, p.models, snakemake.input.data,
-                              snakemake.output.matching, snakemake.output.lmc, device=p.device)
+                              snakemake.output.matching, snakemake.output.lmc, device=p.device,
+                              interpolation=next(iter(snakemake.input.interpolation), None))
