@@ -3,7 +3,7 @@
 Every job log begins with lmcflow.logs' start-up line (CPU seconds of the interpreter, Snakemake's script
 preamble and the imports before the job's work) and ends with its finish line (CPU seconds in all). The
 share is Σ start-up / Σ all over every finished job. The Snakemake scheduler process itself is not a job
-and is not counted.
+and is not counted; neither is the interpreter's teardown, which a successful job skips (``lmcflow.logs.job_log``).
 
     .venv/bin/python benchmarks/startup_share.py [logs]
 
