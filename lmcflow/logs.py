@@ -43,7 +43,7 @@ def job_log(path: str | None, level: int = logging.INFO):
 
     In a Snakemake ``script:`` job that succeeded, the process ends right after the log is closed, without the
     interpreter's teardown: its outputs are written and closed, and the teardown of a process that imported torch
-    costs ~1.1 CPU-s (measured: 1.08 s for ``import torch`` alone), over 100 CPU-s in a run of the default's ~100
+    costs ~1.1 CPU-s (measured: 1.08 s for ``import torch`` alone), about 100 CPU-s over the default run's 91
     torch jobs. A failed job raises as usual."""
     if not path:
         yield
