@@ -185,6 +185,12 @@ def _sigma_axis(ax, values):
     ax.set_xlabel("σ_F")
 
 
+# the identifiability figures' panels: levels of the matching objective and barriers of a path (table columns)
+OBJECTIVE_LEVELS = {"optimal": "optimal π*", "identity": "identity", "random_mean": "random (mean)"}
+LMC_BARRIERS = {"error_barrier_entezari": "error barrier", "loss_barrier_entezari": "loss barrier",
+                "relative_accuracy_barrier": "relative accuracy barrier"}
+
+
 def objective_vs_sigma_f(matching: pd.DataFrame):
     """Activation-matching objective of the optimal, identity and random permutations vs σ_F, per layer."""
     matching = matching[(matching.feature == "post_activation") & (matching.similarity == "pearson")]
@@ -192,10 +198,9 @@ def objective_vs_sigma_f(matching: pd.DataFrame):
         return _empty("objective vs σ_F")
     if _by_variant(matching):
         return objective_by_variant(matching)
-    names = {"optimal": "optimal π*", "identity": "identity", "random_mean": "random (mean)"}
-    df = matching.melt(id_vars=["sigma_f", "layer", "seed_a", "seed_b"], value_vars=list(names),
+    df = matching.melt(id_vars=["sigma_f", "layer", "seed_a", "seed_b"], value_vars=list(OBJECTIVE_LEVELS),
                        var_name="permutation", value_name="objective")
-    df["permutation"] = df["permutation"].map(names)
+    df["permutation"] = df["permutation"].map(OBJECTIVE_LEVELS)
     df["layer"] = df["layer"].map(lambda i: f"hidden layer {i + 1}")
     g = sns.relplot(data=df, x="sigma_f", y="objective", hue="permutation", style="permutation", col="layer",
                     kind="line", marker="o", errorbar=("pi", 100), height=2.8, aspect=1.1)
@@ -214,11 +219,9 @@ def barrier_vs_sigma_f(lmc: pd.DataFrame, split: str = "test"):
         return _empty("barrier vs σ_F")
     if _by_variant(df):
         return barrier_by_variant(lmc, split)
-    cols = {"error_barrier_entezari": "error barrier", "loss_barrier_entezari": "loss barrier",
-            "relative_accuracy_barrier": "relative accuracy barrier"}
-    long = df.melt(id_vars=["sigma_f", "method", "seed_a", "seed_b"], value_vars=list(cols),
+    long = df.melt(id_vars=["sigma_f", "method", "seed_a", "seed_b"], value_vars=list(LMC_BARRIERS),
                    var_name="metric", value_name="value").dropna(subset=["value"])
-    long["metric"] = long["metric"].map(cols)
+    long["metric"] = long["metric"].map(LMC_BARRIERS)
     long["method"] = long["method"].map({"identity": "unaligned", "activation_matching": "aligned (AM)"})
     g = sns.relplot(data=long, x="sigma_f", y="value", hue="method", style="method", col="metric", kind="line",
                     marker="o", errorbar=("pi", 100), facet_kws={"sharey": False}, height=2.8, aspect=1.1)
@@ -384,10 +387,9 @@ def objective_by_variant(matching: pd.DataFrame):
     if df.empty:
         return _empty("objective per variant")
     df, order = _variants(df)
-    names = {"optimal": "optimal π*", "identity": "identity", "random_mean": "random (mean)"}
-    long = df.melt(id_vars=["variant", "layer", "seed_a", "seed_b"], value_vars=list(names), var_name="permutation",
-                   value_name="objective")
-    long["permutation"] = long["permutation"].map(names)
+    long = df.melt(id_vars=["variant", "layer", "seed_a", "seed_b"], value_vars=list(OBJECTIVE_LEVELS),
+                   var_name="permutation", value_name="objective")
+    long["permutation"] = long["permutation"].map(OBJECTIVE_LEVELS)
     g = sns.catplot(data=long, x="variant", y="objective", hue="permutation", col="layer", kind="point", order=order,
                     errorbar=("pi", 100), dodge=_dodge(long, "permutation"), height=3, aspect=1.2)
     for ax in g.axes.flat:
@@ -404,11 +406,9 @@ def barrier_by_variant(lmc: pd.DataFrame, split: str = "test"):
     if df.empty:
         return _empty("barrier per variant")
     df, order = _variants(df)
-    cols = {"error_barrier_entezari": "error barrier", "loss_barrier_entezari": "loss barrier",
-            "relative_accuracy_barrier": "relative accuracy barrier"}
-    long = df.melt(id_vars=["variant", "method", "seed_a", "seed_b"], value_vars=list(cols), var_name="metric",
+    long = df.melt(id_vars=["variant", "method", "seed_a", "seed_b"], value_vars=list(LMC_BARRIERS), var_name="metric",
                    value_name="value").dropna(subset=["value"])
-    long["metric"] = long["metric"].map(cols)
+    long["metric"] = long["metric"].map(LMC_BARRIERS)
     long["method"] = long["method"].map({"identity": "unaligned", "activation_matching": "aligned (AM)"})
     g = sns.catplot(data=long, x="variant", y="value", hue="method", col="metric", kind="point", order=order,
                     errorbar=("pi", 100), dodge=_dodge(long, "method"), sharey=False, height=3, aspect=1.2)

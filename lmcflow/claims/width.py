@@ -149,6 +149,15 @@ def _widest_common(df) -> float:
     return both[-1]
 
 
+def _over_widths(df, columns: list, requirement: str):
+    """(seed sample of ``columns`` by width, the widths, their trend axis); ≥ 2 widths, else ``requirement``."""
+    sample, lab = pivot(df, columns, ["width"])
+    widths = lab["width"]
+    need(len(widths) >= 2, requirement)
+    x, _ = trend_axis(widths)
+    return sample, widths, x
+
+
 def _curve(m, *index) -> list:
     return np.asarray(m[index]).tolist()
 
@@ -275,10 +284,8 @@ def lewc(t: dict, p: dict) -> Outcome:
        defaults={**MECH, "lam": 0.5, "min_layer": 1, "min_gain_over_shuffled": 0.0})
 def weak_additivity(t: dict, p: dict) -> Outcome:
     df = _layer_rows(t, p, p["weight_decay"], p["lam"])
-    sample, lab = pivot(df, ["weak_additivity", "weak_additivity_shuffled", "weak_additivity_gaussian"], ["width"])
-    widths = lab["width"]
-    need(len(widths) >= 2, f"weak-additivity rows at ≥ 2 widths at λ = {p['lam']}")
-    x, _ = trend_axis(widths)
+    sample, widths, x = _over_widths(df, ["weak_additivity", "weak_additivity_shuffled", "weak_additivity_gaussian"],
+                                     f"weak-additivity rows at ≥ 2 widths at λ = {p['lam']}")
     criteria = [Criterion("gain_over_shuffled", f"weak-additivity cosine minus its shuffled-pairing null at the "
                                                 f"widest width "
                                         f"{widths[-1]:g} (λ = {p['lam']}, layers ≥ {p['min_layer']})",
@@ -305,10 +312,8 @@ def reciprocal_orthogonality(t: dict, p: dict) -> Outcome:
     df = _layer_rows(t, p, p["weight_decay"], p["lam"]).assign(
         cross_ratio=lambda d: (d.cross_ratio_a + d.cross_ratio_b) / 2,
         cross_ratio_permuted=lambda d: (d.cross_ratio_permuted_a + d.cross_ratio_permuted_b) / 2)
-    sample, lab = pivot(df, ["cross_ratio", "cross_ratio_permuted", "cross_cos"], ["width"])
-    widths = lab["width"]
-    need(len(widths) >= 2, f"cross-norm ratios at ≥ 2 widths with layers ≥ {p['min_layer']}")
-    x, _ = trend_axis(widths)
+    sample, widths, x = _over_widths(df, ["cross_ratio", "cross_ratio_permuted", "cross_cos"],
+                                     f"cross-norm ratios at ≥ 2 widths with layers ≥ {p['min_layer']}")
     criteria = [
         Criterion("ratio_widest", f"cross-norm ratio ½(‖W_A z_B‖/‖W_A z_A‖ + ‖W_B z_A‖/‖W_B z_B‖) at the widest width "
                              f"{widths[-1]:g} (layers ≥ {p['min_layer']})",
@@ -487,10 +492,8 @@ def random_permutation(t: dict, p: dict) -> Outcome:
 def cross_transformation_cosine(t: dict, p: dict) -> Outcome:
     df = _layer_rows(t, p, p["weight_decay"], p["lam"]).assign(
         permuted=lambda d: (d.cross_transform_cos_permuted_a + d.cross_transform_cos_permuted_b) / 2)
-    sample, lab = pivot(df, ["cross_transform_cos", "permuted", "cross_ratio_a"], ["width"])
-    widths = lab["width"]
-    need(len(widths) >= 2, f"cross-transformation cosines at ≥ 2 widths with layers ≥ {p['min_layer']}")
-    x, _ = trend_axis(widths)
+    sample, widths, x = _over_widths(df, ["cross_transform_cos", "permuted", "cross_ratio_a"],
+                                     f"cross-transformation cosines at ≥ 2 widths with layers ≥ {p['min_layer']}")
     criteria = [
         Criterion("cos_widest", f"cross-transformation cosine at the widest width {widths[-1]:g} (mean over layers "
                                 f"≥ {p['min_layer']})", estimate(lambda m: m[0, -1], sample), ">", p["min_cos_widest"],
@@ -613,10 +616,8 @@ def logit_norm_decay(t: dict, p: dict) -> Outcome:
        defaults={**MECH, "lam": 0.5, "min_layer": 1, "max_jaccard_widest": 0.5, "max_excess_over_independent": 0.05})
 def active_neuron_overlap(t: dict, p: dict) -> Outcome:
     df = _layer_rows(t, p, p["weight_decay"], p["lam"])
-    sample, lab = pivot(df, ["active_jaccard", "active_jaccard_independent", "frac_active_a"], ["width"])
-    widths = lab["width"]
-    need(len(widths) >= 2, f"active-unit overlaps at ≥ 2 widths with layers ≥ {p['min_layer']}")
-    x, _ = trend_axis(widths)
+    sample, widths, x = _over_widths(df, ["active_jaccard", "active_jaccard_independent", "frac_active_a"],
+                                     f"active-unit overlaps at ≥ 2 widths with layers ≥ {p['min_layer']}")
     criteria = [
         Criterion("jaccard_widest", f"Jaccard index of the active units at the widest width {widths[-1]:g} (mean over "
                                     f"layers ≥ {p['min_layer']})", estimate(lambda m: m[0, -1], sample), "<",
