@@ -42,6 +42,7 @@ BAD = {
     "unknown train key": (lambda c: c["defaults"]["train"].update(learning_rate=0.1), ConfigError, "learning_rate"),
     "wrong type": (lambda c: c["defaults"]["train"].update(epochs="ten"), ConfigError, "ten"),
     "non-positive width": (lambda c: c["studies"]["width"]["sweep"].update({"model.width": [0.5, 0]}), ConfigError, "model.width"),
+    "wrong type in sweep": (lambda c: c["studies"]["width"]["sweep"].update({"train.epochs": [3, "ten"]}), ConfigError, "train.epochs: 'ten' is not of type 'integer'"),
     "negative width default": (lambda c: c["defaults"]["model"].update(width=-1), ConfigError, "-1"),
     "unknown dataset": (lambda c: c["studies"]["width"].update(dataset="imagenet"), ConfigError, "imagenet"),
     "unknown arch": (lambda c: c["defaults"]["model"].update(arch="vit"), ConfigError, "vit"),
@@ -206,3 +207,4 @@ def test_snakemake_config_overrides_and_empty_configfile(tmp_path):
     res = subprocess.run(smk + ["--configfile", str(empty)], capture_output=True, text=True, timeout=300)
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "must name at least one study" in out and "Traceback" not in out
+
