@@ -15,10 +15,9 @@ from pathlib import Path
 def load_and_check(path: str | None) -> tuple[dict, dict]:
     """A config as a run would use it (``resolve_config``: ``path`` as --configfile, or the embedded default),
     checked like at DAG construction; returns (config, points)."""
-    from lmcflow.catalog import dataset_names
+    from lmcflow.catalog import ARCHITECTURES, dataset_names
     from lmcflow.claims import REGISTRY
     from lmcflow.config import check_semantics, expand_points, resolve_config
-    from lmcflow.models import ARCHITECTURES
     from lmcflow.validation import validate_points
 
     cfg = resolve_config([path] if path else [])

@@ -345,9 +345,7 @@ def analysis_params(point: Point) -> dict:
 
 def check_identifiability_semantics(config: dict, points: dict) -> None:
     """Synthetic dataset parameters, dataset subsets, symmetry blocks and analysis flags."""
-    from lmcflow.data import TORCHVISION_DATASETS
-    from lmcflow.symmetry import check_symmetry
-    from lmcflow.synthetic import check_params
+    from lmcflow.catalog import TORCHVISION_DATASETS, check_params, check_symmetry
 
     data = config.get("data") or {}
     synthetic = data.get("synthetic") or {}

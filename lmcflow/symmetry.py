@@ -56,73 +56,27 @@ share mask and offset interpolates W_eff exactly.
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lmcflow.catalog import (  # noqa: F401  (check_symmetry and the names: re-exported)
+    FIXED_SCALINGS,
+    MASK_TYPES,
+    SYMMETRY_KEYS,
+    SYMMETRY_KINDS,
+    check_symmetry,
+    symmetry_error,
+)
 from lmcflow.seeding import generator
-
-SYMMETRY_KINDS = ("standard", "w_asymmetric", "syre", "sigma_asymmetric")
-MASK_TYPES = ("fixed_count", "bernoulli")
-FIXED_SCALINGS = ("unit", "fan_in")
-SYMMETRY_KEYS = ("kind", "sigma_f", "sigma_f_scale", "mask_seed", "n_fixed", "mask_type",
-                 "mask_density", "fixed_scaling", "gate_scale")
-
-
-def _err(key: str, msg: str) -> ValueError:
-    return ValueError(f"model.symmetry.{key}: {msg}")
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
-
-
-def check_symmetry(sym: dict | None) -> dict:
-    """Validated ``model.symmetry`` block with defaults filled in; ValueError names the bad key."""
-    sym = dict(sym or {})
-    unknown = sorted(set(sym) - set(SYMMETRY_KEYS))
-    if unknown:
-        raise _err(unknown[0], f"unknown key; allowed: {', '.join(SYMMETRY_KEYS)}")
-    from lmcflow.config import block_defaults  # the schema holds every default
-
-    out = {**block_defaults("symmetry"), **sym}
-    if out["kind"] not in SYMMETRY_KINDS:
-        raise _err("kind", f"{out['kind']!r} is unknown; allowed: {', '.join(SYMMETRY_KINDS)}")
-    if not _is_number(out["sigma_f"]) or out["sigma_f"] < 0:
-        raise _err("sigma_f", f"must be a finite number ≥ 0, got {out['sigma_f']!r}")
-    if isinstance(out["mask_seed"], bool) or not isinstance(out["mask_seed"], numbers.Integral):
-        raise _err("mask_seed", f"must be an integer, got {out['mask_seed']!r}")
-    for v in _as_list(out["sigma_f_scale"]):
-        if not _is_number(v) or v < 0:
-            raise _err("sigma_f_scale", f"entries must be finite numbers ≥ 0, got {v!r}")
-    for v in _as_list(out["n_fixed"]):
-        ok = (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0) or \
-             (_is_number(v) and not isinstance(v, numbers.Integral) and 0 < v <= 1)
-        if not ok:
-            raise _err("n_fixed", f"entries must be an int ≥ 0 (count) or a float in (0, 1] "
-                                  f"(fraction of fan-in), got {v!r}")
-    if out["mask_type"] not in MASK_TYPES:
-        raise _err("mask_type", f"{out['mask_type']!r} is unknown; allowed: {', '.join(MASK_TYPES)}")
-    if not _is_number(out["mask_density"]) or not 0 < out["mask_density"] <= 1:
-        raise _err("mask_density", f"must be in (0, 1], got {out['mask_density']!r}")
-    if out["fixed_scaling"] not in FIXED_SCALINGS:
-        raise _err("fixed_scaling", f"{out['fixed_scaling']!r} is unknown; allowed: {', '.join(FIXED_SCALINGS)}")
-    if not _is_number(out["gate_scale"]) or out["gate_scale"] <= 0:
-        raise _err("gate_scale", f"must be a finite number > 0, got {out['gate_scale']!r}")
-    return out
-
-
-def _as_list(v) -> list:
-    return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
 def _per_layer(sym: dict, key: str, index: int):
     v = sym[key]
     if isinstance(v, (list, tuple)):
         if index >= len(v):
-            raise _err(key, f"has {len(v)} entries but layer index {index} needs one "
+            raise symmetry_error(key, f"has {len(v)} entries but layer index {index} needs one "
                             f"(give one entry per weight layer, head included, or a single number)")
         return v[index]
     return v

@@ -45,54 +45,22 @@ coherence (regression)
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
+from lmcflow.catalog import (  # noqa: F401  (check_params and the names: re-exported)
+    COHERENCE_DEFAULTS,
+    EMBEDDINGS,
+    GAUSSIAN_SUBSPACE_DEFAULTS,
+    NOISE_SCALES,
+    SPLITS,
+    _choice,
+    _float,
+    _int,
+    _params,
+    check_params,
+)
 from lmcflow.seeding import generator
-
-SPLITS = ("train", "val", "test")
-EMBEDDINGS = ("exact_copy", "random_tight_frame")
-NOISE_SCALES = ("uniform", "signed_normal")
-
-GAUSSIAN_SUBSPACE_DEFAULTS = {"classes": 10, "k": 8, "d": 64, "separation": 1.0, "noise_scale": 1.0,
-                              "noise_scales": "uniform", "n_train": 10000, "n_val": 2000, "n_test": 2000,
-                              "standardize": True}
-COHERENCE_DEFAULTS = {"m": 1, "embedding": "exact_copy", "d": 20, "noise": 0.0,
-                      "n_train": 4000, "n_val": 1000, "n_test": 2000}
-
-
-def _params(name: str, params: dict | None, defaults: dict, seed: int) -> tuple[dict, int]:
-    params = dict(params or {})
-    seed = params.pop("seed", seed)
-    unknown = sorted(set(params) - set(defaults))
-    if unknown:
-        raise ValueError(f"data.synthetic ({name}).{unknown[0]}: unknown parameter; "
-                         f"allowed: {', '.join(sorted(defaults))}, seed")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"data.synthetic ({name}).seed: must be an integer, got {seed!r}")
-    return {**defaults, **params}, int(seed)
-
-
-def _int(name: str, p: dict, key: str, lo: int, hi: int | None = None) -> int:
-    v = p[key]
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo or (hi is not None and v > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f"≥ {lo}"
-        raise ValueError(f"data.synthetic ({name}).{key}: must be an integer {rng}, got {v!r}")
-    return int(v)
-
-
-def _choice(name: str, p: dict, key: str, allowed) -> str:
-    if p[key] not in allowed:
-        raise ValueError(f"data.synthetic ({name}).{key}: {p[key]!r} is unknown; allowed: {', '.join(allowed)}")
-    return p[key]
-
-
-def _float(name: str, p: dict, key: str, lo: float = 0.0) -> float:
-    v = p[key]
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < lo:
-        raise ValueError(f"data.synthetic ({name}).{key}: must be a finite number ≥ {lo}, got {v!r}")
-    return float(v)
 
 
 def random_orthonormal(d: int, k: int, g: torch.Generator) -> torch.Tensor:
@@ -189,38 +157,3 @@ def coherence(params: dict | None, seed: int = 0):
 
 
 GENERATORS = {"gaussian_subspace": gaussian_subspace, "coherence": coherence}
-
-
-# --------------------------------------------------------------------------- config checks
-def check_params(name: str, params: dict) -> None:
-    """Validate a ``data.synthetic.<name>`` entry without generating data (ValueError names the key).
-
-    Runs at DAG construction, so a bad generator parameter fails before any job.
-    """
-    params = dict(params or {})
-    kind = params.pop("generator", None)
-    if kind not in GENERATORS:
-        raise ValueError(f"data.synthetic.{name}.generator: {kind!r} is unknown; allowed: {', '.join(GENERATORS)}")
-    defaults = GAUSSIAN_SUBSPACE_DEFAULTS if kind == "gaussian_subspace" else COHERENCE_DEFAULTS
-    try:
-        p, _ = _params(kind, params, defaults, 0)
-        for split in SPLITS:
-            _int(kind, p, f"n_{split}", 0 if split != "train" else 1)
-        if kind == "gaussian_subspace":
-            _int(kind, p, "classes", 2)
-            d = _int(kind, p, "d", 1)
-            _int(kind, p, "k", 1, d)
-            _float(kind, p, "separation")
-            _float(kind, p, "noise_scale")
-            _choice(kind, p, "noise_scales", NOISE_SCALES)
-            if not isinstance(p["standardize"], bool):
-                raise ValueError(f"data.synthetic ({kind}).standardize: must be true or false")
-        else:
-            d = _int(kind, p, "d", 2)
-            _int(kind, p, "m", 1, d // 2)
-            _float(kind, p, "noise")
-            if p["embedding"] not in EMBEDDINGS:
-                raise ValueError(f"data.synthetic ({kind}).embedding: {p['embedding']!r} is unknown; "
-                                 f"allowed: {', '.join(EMBEDDINGS)}")
-    except ValueError as err:
-        raise ValueError(str(err).replace(f"data.synthetic ({kind})", f"data.synthetic.{name}")) from None

@@ -208,3 +208,20 @@ def test_snakemake_config_overrides_and_empty_configfile(tmp_path):
     out = res.stdout + res.stderr
     assert res.returncode != 0 and "must name at least one study" in out and "Traceback" not in out
 
+
+def test_config_checks_do_not_import_torch():
+    """What the DAG is built from (the default config checked as at DAG construction, the claims registry) never
+    imports torch: every Snakemake start and dry run would pay ~3 CPU-s for it (lmcflow.catalog)."""
+    code = ("import sys; from lmcflow.cli import load_and_check; cfg, points = load_and_check(None); "
+            "assert len(points) > 10; print('torch' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "False"
+
+
+def test_catalog_names_the_generators_lmcflow_synthetic_implements():
+    from lmcflow.catalog import SYNTHETIC_GENERATORS
+    from lmcflow.synthetic import GENERATORS
+
+    assert tuple(GENERATORS) == SYNTHETIC_GENERATORS

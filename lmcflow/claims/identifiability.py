@@ -28,9 +28,7 @@ PAPER = "Bürgin et al., ICML 2026 (arXiv 2606.04754)"
 
 # --------------------------------------------------------------------------- config requirements
 def requires_sigma_values(cid, p, study, points) -> None:
-    from lmcflow.symmetry import (
-        check_symmetry,  # σ_F as the layers use it (default 1.0 when unset)
-    )
+    from lmcflow.catalog import check_symmetry  # σ_F as the layers use it (default 1.0 when unset)
 
     sigmas = {float(check_symmetry(q.model.get("symmetry"))["sigma_f"]) for q in points}
     kinds = {(q.model.get("symmetry") or {}).get("kind", "standard") for q in points}
