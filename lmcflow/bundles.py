@@ -1,9 +1,20 @@
-"""Which models train together (bundles) and which seed pairs are merged together (pair blocks).
+"""Which models train together (bundles), which grid points share jobs (grid groups) and which seed pairs
+are merged together (pair blocks).
 
 A bundle is a block of seed *values* of one point: seeds ``[b·K, (b+1)·K)`` with ``K = train.bundle``
 form bundle ``b``. Membership depends on nothing but the seed and K, so adding seeds n, n+1, … to a
 study never reshuffles existing bundles: only the bundles holding new seeds train, and only the pair
 blocks holding new pairs merge. (Seeds added *inside* a partly filled block retrain that block.)
+
+A *grid group* is a set of points of one study whose models can stack into one bundle: the same model
+structure, learning settings and training-data shape (``lmcflow.config.bundle_key``: they differ only in
+σ_F, masks or same-shaped datasets, like the identifiability sweeps), the same seeds, ``train.bundle`` > 1
+and ``train.bundle_grid`` > 1 (at most that many points per group, in study order). Bundle ``b`` of a group
+holds seed block ``b`` of every point of the group, and one merge / analysis job serves every point of a
+group: the 6 trained points of the default ``intrinsic_dim`` study start 3 processes per seed block instead
+of 18. A point that shares its key with no other is a group of its own, labelled by its point id (its paths
+are those of a one-point bundle). The price: adding a value to a grouped sweep changes its group, which
+then retrains as a whole (``train.bundle_grid: 1`` keeps every point apart).
 
 A pair block ``(i, j)`` with ``i ≤ j`` holds every seed pair (a, b), a < b, with a in bundle i and b in
 bundle j: one merge / alignment / analysis job evaluates all of them, loading each model once.
@@ -11,8 +22,9 @@ bundle j: one merge / alignment / analysis job evaluates all of them, loading ea
 from __future__ import annotations
 
 import itertools
+import json
 
-from lmcflow.config import Point
+from lmcflow.config import Point, bundle_key, format_value
 
 
 def seed_block(seed: int, size: int) -> int:
@@ -45,3 +57,38 @@ def blocks_label(i: int, j: int) -> str:
 def parse_blocks(label: str) -> tuple[int, int]:
     i, j = label.split("-")
     return int(i), int(j)
+
+
+def grid_groups(points: list[Point], data_cfg: dict | None = None) -> dict[str, list[Point]]:
+    """{group label: points} of one study's ``points`` (study order), every point in exactly one group.
+
+    A group of several points is labelled ``grid`` followed by the sweep values its points share (e.g.
+    ``grid__epochs-10``); no point id starts that way (each part of a point id is ``key-value``, or it is
+    ``base``), so group and point directories never collide.
+    """
+    keyed: dict[str, list[Point]] = {}
+    for p in points:
+        size = int(p.train["bundle_grid"])
+        if size > 1 and int(p.train["bundle"]) > 1:
+            key = json.dumps([bundle_key(p, data_cfg), sorted(int(s) for s in p.seeds), int(p.train["bundle"]), size])
+        else:  # train.bundle 1 means one model per job
+            key = json.dumps(["alone", p.point])
+        keyed.setdefault(key, []).append(p)
+    chunks = []  # at most train.bundle_grid points per group, in study order
+    for pts in keyed.values():
+        size = int(pts[0].train["bundle_grid"])
+        chunks += [pts[i:i + size] for i in range(0, len(pts), size)]
+    out: dict[str, list[Point]] = {}
+    for members in chunks:
+        if len(members) == 1:
+            out[members[0].point] = members
+            continue
+        shared = [f"{k.split('.')[-1]}-{format_value(v)}" for k, v in members[0].swept.items()
+                  if all(k in m.swept and m.swept[k] == v for m in members[1:])]
+        label = "__".join(["grid", *shared])
+        n = 2
+        while label in out:  # two groups sharing no sweep value: number them
+            label = "__".join(["grid", *shared]) + f"-{n}"
+            n += 1
+        out[label] = members
+    return out

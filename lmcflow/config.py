@@ -197,7 +197,7 @@ class Point:
         does not read never reruns it (adding an ``analysis`` block retrains nothing)."""
         out = {"study": self.study, "point": self.point, "dataset": self.dataset}
         for block in blocks:
-            out[block] = {k: copy.deepcopy(v) for k, v in getattr(self, block).items() if k != "resources"}
+            out[block] = canonical({k: v for k, v in getattr(self, block).items() if k != "resources"})
         return out
 
     @classmethod
@@ -206,6 +206,16 @@ class Point:
         d = copy.deepcopy(d)
         d.setdefault("seeds", [])
         return cls(**d)
+
+
+def canonical(value):
+    """``value`` with every mapping's keys sorted (lists keep their order). Job params are built from it: Snakemake
+    compares params by their text, so the key order of a config file must not rerun a job."""
+    if isinstance(value, dict):
+        return {k: canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list):
+        return [canonical(v) for v in value]
+    return copy.deepcopy(value)
 
 
 def _as_grids(study: dict) -> list:
@@ -497,7 +507,7 @@ def check_alignment_semantics(points: dict) -> None:
 # --------------------------------------------------------------------------- bundled training
 # ``train`` keys that do not change what a model learns: members of a bundle may differ in them, and
 # the digest of a resumable training state ignores them.
-EXECUTION_KEYS = ("resources", "checkpoint_every", "bundle", "compile")
+EXECUTION_KEYS = ("resources", "checkpoint_every", "bundle", "bundle_grid", "compile")
 # ``model.symmetry`` keys that change the values of buffers (masks, offsets, gate matrices), never a shape.
 BUFFER_SYMMETRY_KEYS = ("sigma_f", "sigma_f_scale", "mask_seed", "n_fixed", "mask_type", "mask_density",
                         "fixed_scaling", "gate_scale")

@@ -200,14 +200,46 @@ def load_models(models: dict, device) -> dict[int, torch.nn.Module]:
     return {int(s): load_checkpoint(ckpt, row, device)[0] for s, (ckpt, row) in models.items()}
 
 
+def _as_point(p) -> Point:
+    return p if isinstance(p, Point) else Point.from_dict(p)
+
+
+def load_datasets(data_paths: dict, points: list[Point], dev) -> dict:
+    """{dataset name: Dataset on ``dev``} for the datasets of ``points``, each loaded once."""
+    names = sorted({p.dataset for p in points})
+    missing = [n for n in names if n not in data_paths]
+    if missing:
+        raise ValueError(f"no prepared data file given for dataset(s) {missing}")
+    return {n: load_dataset(data_paths[n]).to(dev) for n in names}
+
+
 def run_merge_block(point: Point, pairs: list, methods: list, models: dict, alignment: dict, data_path: str,
                     out: str, device: str = "auto") -> None:
+    """``run_merge_group`` for one point."""
+    run_merge_group([{"point": point, "methods": methods, "models": models, "alignment": alignment}], pairs,
+                    {_as_point(point).dataset: data_path}, out, device)
+
+
+def run_merge_group(entries: list[dict], pairs: list, data_paths: dict, out: str, device: str = "auto") -> None:
+    """Rule ``interpolate``: the paths of every point of a grid group (``lmcflow.bundles.grid_groups``) for one
+    pair block, in one file. ``entries``: per point ``{"point", "methods", "models": {seed: [checkpoint, run
+    row]}, "alignment": {method: [permutation file, alignment rows]}}``; ``data_paths``: dataset -> prepared
+    file (each dataset loaded once)."""
+    dev = resolve_device(device)
+    points = [_as_point(e["point"]) for e in entries]
+    datasets = load_datasets(data_paths, points, dev)
+    rows = []
+    for point, e in zip(points, entries, strict=True):
+        rows += merge_rows(point, pairs, e["methods"], e["models"], e.get("alignment") or {}, datasets[point.dataset],
+                           dev)
+    write_table(out, "interpolation", rows)
+
+
+def merge_rows(point: Point, pairs: list, methods: list, models: dict, alignment: dict, data, dev) -> list[dict]:
     """Paths θ(λ) = (1−λ)θ_A + λθ_B of every seed pair of a pair block, for every merge method. For method ≠
     identity, B is first permuted by rule ``align``'s permutations (``alignment``: {method: [permutation
     file, alignment rows]}, hash-verified); models with symmetry-breaking layers are interpolated in dense
     form (W_eff). Each model is loaded once."""
-    dev = resolve_device(device)
-    data = load_dataset(data_path).to(dev)
     loaded = load_models(models, dev)
     perms = {m: load_alignment_block(point, m, *alignment[m]) for m in methods if m != "identity"}
     lambdas = lambda_grid(int(point.merge["lambdas"]))
@@ -235,7 +267,7 @@ def run_merge_block(point: Point, pairs: list, methods: list, models: dict, alig
             mid = [r for r in path if r["split"] == "test" and abs(r["lam"] - 0.5) < 1e-9][0]
             log.info(f"[merge] {point.study}/{point.point} pair ({seed_a},{seed_b}) {method}: test error at λ=½ "
                      f"{mid['error']:.4f}, {len(lambdas)} λ in {time.perf_counter() - t0:.1f}s")
-    write_table(out, "interpolation", rows)
+    return rows
 
 
 # --------------------------------------------------------------------------- identifiability paper
@@ -248,6 +280,30 @@ def _ident_imports():
 
 def run_identifiability_block(point: Point, pairs: list, models: dict, data_path: str, out_matching: str,
                               out_lmc: str, device: str = "auto", interpolation: str | None = None) -> None:
+    """``run_identifiability_group`` for one point."""
+    run_identifiability_group([{"point": point, "models": models}], pairs, {_as_point(point).dataset: data_path},
+                              out_matching, out_lmc, device, interpolation)
+
+
+def run_identifiability_group(entries: list[dict], pairs: list, data_paths: dict, out_matching: str, out_lmc: str,
+                              device: str = "auto", interpolation: str | None = None) -> None:
+    """Rule ``identifiability``: ``identifiability_rows`` of every point of a grid group for one pair block.
+    ``entries``: per point ``{"point", "models": {seed: [checkpoint, run row]}}``; ``interpolation``: rule
+    interpolate's file of the group and pair block (its identity paths are read, not evaluated again)."""
+    dev = resolve_device(device)
+    points = [_as_point(e["point"]) for e in entries]
+    datasets = load_datasets(data_paths, points, dev)
+    matching, lmc = [], []
+    for point, e in zip(points, entries, strict=True):
+        m, l_ = identifiability_rows(point, pairs, e["models"], datasets[point.dataset], dev, interpolation)
+        matching += m
+        lmc += l_
+    write_table(out_matching, "identifiability", matching)
+    write_table(out_lmc, "identifiability_lmc", lmc)
+
+
+def identifiability_rows(point: Point, pairs: list, models: dict, data, dev,
+                         interpolation: str | None = None) -> tuple[list[dict], list[dict]]:
     """For every seed pair of a pair block: activation-matching objective per hidden layer (at every feature
     point of ``analysis.matching_features``, with every similarity of ``analysis.matching_similarities``), and
     unaligned vs aligned LMC on effective weights. ``models``: {seed: [checkpoint, run row]}.
@@ -266,13 +322,11 @@ def run_identifiability_block(point: Point, pairs: list, models: dict, data_path
 
     ident, analysis_params, ident_point_columns = _ident_imports()
     a = analysis_params(point)
-    dev = resolve_device(device)
-    data = load_dataset(data_path).to(dev)
     models = load_models(models, dev)
     x = data.x["train"][: int(a["n_samples"])]
     lambdas = lambda_grid(int(point.merge["lambdas"]))
     eval_sizes = {"train_eval_size": point.merge["train_eval_size"], "bn_reset_size": point.merge["bn_reset_size"]}
-    unaligned = _identity_paths(interpolation, lambdas)
+    unaligned = _identity_paths(interpolation, lambdas, point)
     ends = {}  # each model's outputs: the endpoints of its paths (evaluated once per job)
     matching, lmc = [], []
     for seed_a, seed_b in pairs:
@@ -316,17 +370,18 @@ def run_identifiability_block(point: Point, pairs: list, models: dict, data_path
                     f"rel. acc barrier={row['relative_accuracy_barrier']:.4f}")
         log.info(f"[identifiability] {point.study}/{point.point} pair ({seed_a},{seed_b}) done in "
             f"{time.perf_counter() - t0:.1f}s")
-    write_table(out_matching, "identifiability", matching)
-    write_table(out_lmc, "identifiability_lmc", lmc)
+    return matching, lmc
 
 
-def _identity_paths(interpolation: str | None, lambdas: list[float]) -> dict:
-    """{(seed_a, seed_b): identity path rows} of rule interpolate's file, for pairs evaluated on ``lambdas``."""
+def _identity_paths(interpolation: str | None, lambdas: list[float], point: Point) -> dict:
+    """{(seed_a, seed_b): identity path rows} of ``point`` in rule interpolate's file, for pairs evaluated on
+    ``lambdas``."""
     if not interpolation:
         return {}
     df = read_table(interpolation, "interpolation")
+    df = df[(df["method"] == "identity") & (df["study"] == point.study) & (df["point"] == point.point)]
     out = {}
-    for (a, b), g in df[df["method"] == "identity"].groupby(["seed_a", "seed_b"]):
+    for (a, b), g in df.groupby(["seed_a", "seed_b"]):
         if sorted(g["lam"].unique().tolist()) == sorted(lambdas):
             out[(int(a), int(b))] = g[["lam", "split", "loss", "acc", "error"]].to_dict("records")
     return out
@@ -334,14 +389,34 @@ def _identity_paths(interpolation: str | None, lambdas: list[float]) -> dict:
 
 def run_swap_costs(point: Point, models: dict, data_path: str, out_summary: str, out_matrix: str,
                    device: str = "auto") -> None:
+    """``run_swap_costs_group`` for one point."""
+    run_swap_costs_group([{"point": point, "models": models}], {_as_point(point).dataset: data_path}, out_summary,
+                         out_matrix, device)
+
+
+def run_swap_costs_group(entries: list[dict], data_paths: dict, out_summary: str, out_matrix: str,
+                         device: str = "auto") -> None:
+    """Rule ``swap_costs``: ``swap_cost_rows`` of every point of a grid group for one seed block. ``entries``: per
+    point ``{"point", "models": {seed: [checkpoint, run row]}}``."""
+    dev = resolve_device(device)
+    points = [_as_point(e["point"]) for e in entries]
+    datasets = load_datasets(data_paths, points, dev)
+    summary, matrix = [], []
+    for point, e in zip(points, entries, strict=True):
+        s_, m = swap_cost_rows(point, e["models"], datasets[point.dataset], dev)
+        summary += s_
+        matrix += m
+    write_table(out_summary, "swap_costs", summary)
+    write_table(out_matrix, "swap_matrix", matrix)
+
+
+def swap_cost_rows(point: Point, models: dict, data, dev) -> tuple[list[dict], list[dict]]:
     """Realization / swap costs of the weight layers of each model (``identifiability.swap_cost_analysis``:
     hidden layers, or with ``analysis.swap_layers: all`` the output layer too), with the coherence and anisotropy of
     each layer's input subspace and, with ``analysis.ridge_beta``, the ridge-regression estimate beside the closed
     form; ``models``: {seed: [checkpoint, run row]}."""
     ident, analysis_params, ident_point_columns = _ident_imports()
     a = analysis_params(point)
-    dev = resolve_device(device)
-    data = load_dataset(data_path).to(dev)
     x = data.x["train"][: int(a["n_samples"])]
     beta = a["ridge_beta"]
     ridge_cols = {"ridge_beta": float("nan") if beta is None else float(beta), "ridge_steps": int(a["ridge_steps"])}
@@ -367,8 +442,7 @@ def run_swap_costs(point: Point, models: dict, data_path: str, out_summary: str,
                      + (f" ridge median={r['swap_median_ridge']:.4g} ρ={r['ridge_closed_form_spearman']:.3f}"
                         if beta is not None else ""))
         log.info(f"[swap] {point.study}/{point.point} seed={seed} done in {time.perf_counter() - t0:.1f}s")
-    write_table(out_summary, "swap_costs", summary)
-    write_table(out_matrix, "swap_matrix", matrix)
+    return summary, matrix
 
 
 def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict, out: str) -> None:

@@ -419,3 +419,43 @@ def test_bundle_key_at_dag_construction():
     wide.model["width"] = 0.2
     with pytest.raises(ConfigError, match=r"t/a and t/w .* differ in layers, model\.width"):
         check_bundle_points([a, wide])
+
+
+def test_grid_groups_unite_the_points_whose_models_stack():
+    """Torch-free: a study's points share train / merge / analysis jobs where bundle_key, seeds and bundle agree."""
+    from lmcflow.bundles import grid_groups
+
+    data_cfg = {"synthetic": {name: {"generator": "gaussian_subspace", "d": 128, "k": k, "n_train": 5000}
+                              for name, k in (("k2", 2), ("k8", 8))}}
+
+    def pt(dataset, sigma_f, epochs, **train_over):
+        p = make_point(f"dataset-{dataset}__sigma_f-{sigma_f}__epochs-{epochs}",
+                       symmetry={**W_ASYM, "sigma_f": sigma_f}, epochs=epochs, **train_over)
+        p.dataset, p.swept = dataset, {"dataset": dataset, "model.symmetry.sigma_f": sigma_f, "train.epochs": epochs}
+        return p
+
+    grid = [pt(d, s, e) for d in ("k2", "k8") for s in (0.0, 1.0) for e in (0, 10)]
+    groups = grid_groups(grid, data_cfg)
+    # epochs change the learning settings: two groups, each over k and σ_F, labelled by what they share
+    assert {g: [p.point for p in pts] for g, pts in groups.items()} == {
+        "grid__epochs-0": [p.point for p in grid if p.train["epochs"] == 0],
+        "grid__epochs-10": [p.point for p in grid if p.train["epochs"] == 10]}
+    # a point that stacks with no other is a group of its own, under its point id
+    odd = pt("k2", 0.5, 10, lr=0.1)
+    assert list(grid_groups([*grid, odd], data_cfg))[-1] == odd.point
+    # train.bundle_grid: 1 keeps a point apart; differing seeds or bundle sizes never share a group
+    alone = pt("k8", 3.0, 10, bundle_grid=1)
+    assert grid_groups([*grid, alone], data_cfg)[alone.point] == [alone]
+    other_seeds = pt("k8", 3.0, 10)
+    other_seeds.seeds = [0, 1]
+    assert grid_groups([*grid, other_seeds], data_cfg)[other_seeds.point] == [other_seeds]
+    assert grid_groups([*grid, pt("k8", 3.0, 10, bundle=2)], data_cfg)["dataset-k8__sigma_f-3.0__epochs-10"]
+    # train.bundle: 1 means one model per job; train.bundle_grid caps the points per group (study order)
+    assert all(len(g) == 1 for g in grid_groups([pt(d, 1.0, 10, bundle=1) for d in ("k2", "k8")], data_cfg).values())
+    capped = [pt(d, s, 10, bundle_grid=3) for d in ("k2", "k8") for s in (0.0, 1.0)]
+    assert [len(g) for g in grid_groups(capped, data_cfg).values()] == [3, 1]
+    # two groups with the same shared sweep values are numbered, never merged or overwritten
+    a, b = pt("k2", 0.0, 10), pt("k8", 1.0, 10)
+    c, d = pt("k2", 1.0, 10, lr=0.1), pt("k8", 0.0, 10, lr=0.1)
+    groups = grid_groups([a, b, c, d], data_cfg)
+    assert groups == {"grid__epochs-10": [a, b], "grid__epochs-10-2": [c, d]}

@@ -4,9 +4,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from lmcflow.tables import TABLES
 from tests.conftest import run_snakemake
+from tests.test_incremental import planned_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests/configs/tiny_identifiability.yaml"
@@ -113,3 +115,45 @@ def test_claims_and_figures(run):
 
 def test_rerun_is_a_no_op(run):
     assert "Nothing to be done" in snakemake(run, "-n")
+
+
+def test_grid_groups_train_and_analyse_in_shared_jobs(run):
+    """sym's 2 datasets × 2 σ_F (models that stack) and coh's 2 datasets train in one bundle each; tradeoff's
+    standard and W-asymmetric networks (different layers) and kinds' SyRe and σ-asymmetric ones do not."""
+    runs = table(run, "runs")
+    bundles = runs.groupby("study").bundle_id.nunique().to_dict()
+    assert bundles == {"sym": 1, "coh": 1, "tradeoff": 2, "kinds": 2}
+    assert (run / "work/models/sym/grid/bundle-0/dataset-gs_k8__sigma_f-1/seed-2.safetensors").exists()
+    assert (run / "work/models/tradeoff/kind-standard/bundle-0/seed-2.safetensors").exists()
+    logs = {p.relative_to(run / "logs").as_posix() for p in (run / "logs").rglob("*.log")}
+    assert {"train/sym/grid/bundle-0.log", "merge/sym/grid/blocks-0-0.log", "identifiability/sym/grid/swap_costs-0.log",
+            "identifiability/sym/grid/identifiability-0-0.log", "train/coh/grid/bundle-0.log"} <= logs
+    assert not any(name.startswith(("train/sym/dataset-", "merge/sym/dataset-")) for name in logs)
+
+
+def dry_run_variant(wd, edit):
+    cfg = yaml.safe_load(TINY.read_text())
+    edit(cfg)
+    path = wd / "variant.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return planned_jobs(run_snakemake(path, wd, "-n"))
+
+
+def test_grid_groups_stay_incremental(run):
+    # a new seed opens seed block 1 of the group: only that bundle trains, only the new pairs are evaluated
+    jobs = dry_run_variant(run, lambda c: c["studies"]["sym"].update(seeds=[0, 1, 2, 5]))
+    assert {(r, wc.get("group"), wc.get("block", wc.get("blocks"))) for r, wc in jobs
+            if r in ("train", "interpolate", "identifiability", "swap_costs")} == {
+        ("train", "grid", "1"), ("swap_costs", "grid", "1"), ("interpolate", "grid", "0-1"),
+        ("identifiability", "grid", "0-1")}
+    # analysis settings retrain nothing and re-evaluate no path
+    jobs = {r for r, _ in dry_run_variant(run, lambda c: c["studies"]["sym"]["analysis"].update(n_random=11))}
+    assert "identifiability" in jobs and not jobs & {"train", "interpolate", "swap_costs"}
+    # the price of grouping: a new σ_F value changes the group, which retrains as a whole
+    sigma_f = {"model.symmetry.sigma_f": [0.0, 1.0, 2.0]}
+    jobs = dry_run_variant(run, lambda c: c["studies"]["sym"]["sweep"].update(sigma_f))
+    assert [wc for r, wc in jobs if r == "train"] == [{"study": "sym", "group": "grid", "block": "0"}]
+    # train.bundle_grid: 1 puts every point in jobs of its own
+    jobs = dry_run_variant(run, lambda c: c["studies"]["sym"].update(train={"bundle_grid": 1}))
+    assert sorted(wc["group"] for r, wc in jobs if r == "train") == [
+        f"dataset-{d}__sigma_f-{s}" for d in ("gs_k2", "gs_k8") for s in (0, 1)]

@@ -18,7 +18,7 @@ rule claim:
         claim="|".join(CLAIM_CFG) or "NO_CLAIMS",
     params:
         claim=lambda wc: wc.claim,
-        claim_cfg=lambda wc: CLAIM_CFG[wc.claim],
+        claim_cfg=lambda wc: canonical(CLAIM_CFG[wc.claim]),
         points=claim_points,
     script:
         "../scripts/claim.py"

@@ -14,7 +14,15 @@ os.environ.update(
     )
 )
 
-from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config, study_points, swept_values
+from lmcflow.config import (
+    ConfigError,
+    canonical,
+    check_semantics,
+    expand_points,
+    resolve_config,
+    study_points,
+    swept_values,
+)
 from lmcflow.claims import REGISTRY as CLAIMS, claim_studies
 from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.validation import validate_points
@@ -44,6 +52,7 @@ STUDIES = list(config["studies"])
 wildcard_constraints:
     study="[A-Za-z0-9_-]+",
     point="[^/]+",
+    group="[^/]+",
     block=r"\d+",
     blocks=r"\d+-\d+",
     method="[a-z_]+",
@@ -63,49 +72,98 @@ def data_file(dataset):
     return f"{WORK}/data/{dataset}.safetensors"
 
 
-# --------------------------------------------------------------------------- bundles and pair blocks
-# A train job trains one bundle (a block of seed values of a point, lmcflow.bundles) into a directory holding
-# one checkpoint and one run row per model; merge, alignment and analysis jobs take one pair block.
-from lmcflow.bundles import blocks_label, pair_blocks, parse_blocks, seed_block, seed_blocks
+# --------------------------------------------------------------------------- grid groups, bundles and pair blocks
+# A train job trains one bundle: a block of seed values (lmcflow.bundles) of every point of a grid group (the
+# points of a study whose models stack: lmcflow.bundles.grid_groups; most groups are one point) into a directory
+# holding one checkpoint and one run row per model. Merge and analysis jobs serve a group and one pair block;
+# alignment and mechanism jobs one point and one pair block.
+from lmcflow.bundles import blocks_label, grid_groups, pair_blocks, parse_blocks, seed_block, seed_blocks
+from lmcflow.config import check_bundle_points
+
+GROUPS = {}  # (study, group) -> [Point]
+GROUP_OF = {}  # (study, point) -> group
+for _study in STUDIES:
+    for _group, _points in grid_groups(study_points(POINTS, _study), config["data"]).items():
+        try:
+            check_bundle_points(_points, config["data"], label=f"studies.{_study} grid group {_group}")
+        except ConfigError as err:
+            raise WorkflowError(f"Invalid config: {err}") from None
+        GROUPS[(_study, _group)] = _points
+        GROUP_OF.update({(_study, p.point): _group for p in _points})
 
 
-def bundle_dir(study, point, block):
-    return f"{WORK}/models/{study}/{point}/bundle-{block}"
+def group_points(wc):
+    try:
+        return GROUPS[(wc.study, wc.group)]
+    except KeyError:
+        raise WorkflowError(
+            f"no grid group {wc.group!r} in study {wc.study!r}; known: {sorted(g for s, g in GROUPS if s == wc.study)}"
+        )
+
+
+def job_unit(wc):
+    """The point that fixes a job's seeds, bundle size and model width: its point, or its group's first point."""
+    return group_points(wc)[0] if hasattr(wc, "group") else point_of(wc)
+
+
+def study_groups(study):
+    return [(g, pts) for (s, g), pts in GROUPS.items() if s == study]
+
+
+def group_data(wc):
+    """{dataset: prepared file} of a group job's points."""
+    return {p.dataset: data_file(p.dataset) for p in group_points(wc)}
+
+
+def bundle_dir(study, group, block):
+    return f"{WORK}/models/{study}/{group}/bundle-{block}"
 
 
 def model_paths(study, point, seed):
-    """[checkpoint, run row] of one trained model, inside its bundle's directory."""
-    d = bundle_dir(study, point, seed_block(seed, POINTS[(study, point)].train["bundle"]))
+    """[checkpoint, run row] of one trained model, inside its bundle's directory (in a subdirectory named by its
+    point when the bundle holds several points)."""
+    group = GROUP_OF[(study, point)]
+    d = bundle_dir(study, group, seed_block(seed, POINTS[(study, point)].train["bundle"]))
+    if group != point:
+        d = f"{d}/{point}"
     return [f"{d}/seed-{seed}.safetensors", f"{d}/seed-{seed}.run.parquet"]
 
 
 def job_point(wc, *blocks, **keys):
     """``params.point`` of a job: the point's ``job_dict`` of whole ``blocks`` plus only the listed keys of others
     (e.g. ``merge=["alignment"]``), so a setting the job does not read never reruns it."""
-    p = point_of(wc)
+    return point_job_dict(point_of(wc), *blocks, **keys)
+
+
+def point_job_dict(p, *blocks, **keys):
     out = p.job_dict(*blocks)
     for block, names in keys.items():
-        out[block] = {k: getattr(p, block)[k] for k in names}
+        out[block] = canonical({k: getattr(p, block)[k] for k in names})
     return out
 
 
 def block_seeds(wc):
-    return seed_blocks(point_of(wc))[int(wc.block)]
+    return seed_blocks(job_unit(wc))[int(wc.block)]
 
 
 def block_pairs(wc):
-    return pair_blocks(point_of(wc))[parse_blocks(wc.blocks)]
+    return pair_blocks(job_unit(wc))[parse_blocks(wc.blocks)]
 
 
 def block_bundles(wc):
     """The bundle directories a pair-block job reads (one or two)."""
-    return sorted({bundle_dir(wc.study, wc.point, b) for b in parse_blocks(wc.blocks)})
+    group = wc.group if hasattr(wc, "group") else GROUP_OF[(wc.study, wc.point)]
+    return sorted({bundle_dir(wc.study, group, b) for b in parse_blocks(wc.blocks)})
+
+
+def pair_models(study, point, pairs):
+    """{seed: [checkpoint, run row]} of every model of some seed pairs of a point."""
+    return {s: model_paths(study, point, s) for s in sorted({s for pair in pairs for s in pair})}
 
 
 def block_models(wc):
-    """{seed: [checkpoint, run row]} of every model of a pair block."""
-    seeds = sorted({s for pair in block_pairs(wc) for s in pair})
-    return {s: model_paths(wc.study, wc.point, s) for s in seeds}
+    """{seed: [checkpoint, run row]} of every model of a point's pair block."""
+    return pair_models(wc.study, wc.point, block_pairs(wc))
 
 
 def merge_file(study, point, blocks):
@@ -126,20 +184,20 @@ def point_resources(block, key, per_model=False):
     """
 
     def get(wc):
-        point = point_of(wc)
+        point = job_unit(wc)
         res = getattr(point, block)["resources"]
         value = res[key]
         if key in ("runtime", "mem_mb"):
             value = value * max(1.0, float(point.model["width"])) ** float(res["width_exponent"])
         if per_model and key == "runtime":
-            value = value * len(block_seeds(wc))
+            value = value * len(block_seeds(wc)) * (len(group_points(wc)) if hasattr(wc, "group") else 1)
         return int(math.ceil(value))
 
     return get
 
 
 def study_bundles(study):
-    return [bundle_dir(study, p.point, b) for p in study_points(POINTS, study) for b in seed_blocks(p)]
+    return [bundle_dir(study, g, b) for g, pts in study_groups(study) for b in seed_blocks(pts[0])]
 
 
 def study_run_rows(study):
@@ -152,12 +210,17 @@ def merged_points(study):
     return [p for p in study_points(POINTS, study) if p.train["epochs"] > 0]
 
 
+def merged_groups(study):
+    """The grid groups of ``merged_points`` (the points of a group share their train settings)."""
+    return [(g, pts) for g, pts in study_groups(study) if pts[0].train["epochs"] > 0]
+
+
 def study_inputs(study, kind):
     """Per-job files that a study's table concatenates (runs: the bundle directories holding the run rows)."""
     if kind == "runs":
         return study_bundles(study)
     if kind == "interpolation":
-        return [merge_file(study, p.point, blocks_label(*b)) for p in merged_points(study) for b in pair_blocks(p)]
+        return [merge_file(study, g, blocks_label(*b)) for g, pts in merged_groups(study) for b in pair_blocks(pts[0])]
     if kind in ALIGN_TABLE_KINDS:
         return align_study_inputs(study, kind)
     raise ValueError(kind)
@@ -290,25 +353,33 @@ def table_studies(kind):
     return [s for s in STUDIES if analysis_points(s, IDENT_TABLE_FLAG[kind])]
 
 
-def ident_point_file(study, point, kind, blocks):
-    """Output of rule identifiability for one pair block, or of rule swap_costs for one bundle (``blocks``)."""
-    return f"{WORK}/identifiability/{study}/{point}/{kind}-{blocks}.parquet"
+def ident_point_file(study, group, kind, blocks):
+    """Output of rule identifiability for one grid group and pair block, or of rule swap_costs for one grid group
+    and bundle (``blocks``)."""
+    return f"{WORK}/identifiability/{study}/{group}/{kind}-{blocks}.parquet"
+
+
+def group_analysis_points(wc, flag):
+    """The points of a group job's group with ``analysis.<flag>`` on."""
+    return [p for p in group_points(wc) if analysis_params(p)[flag]]
 
 
 def identity_paths_file(wc):
-    """Rule interpolate's file of the pair block when it holds the identity paths rule identifiability needs."""
-    p = point_of(wc)
-    if p.train["epochs"] > 0 and "identity" in merge_methods(p):
-        return [merge_file(wc.study, wc.point, wc.blocks)]
+    """Rule interpolate's file of the group and pair block when it holds identity paths rule identifiability
+    reads."""
+    pts = group_points(wc)
+    if pts[0].train["epochs"] > 0 and any("identity" in merge_methods(p) for p in pts):
+        return [merge_file(wc.study, wc.group, wc.blocks)]
     return []
 
 
 def ident_study_inputs(study, kind):
-    """Per-job files that a study's identifiability table concatenates."""
-    pts = analysis_points(study, IDENT_TABLE_FLAG[kind])
+    """Per-job files that a study's identifiability table concatenates (one per group with a flagged point)."""
+    flag = IDENT_TABLE_FLAG[kind]
+    groups = [(g, pts) for g, pts in study_groups(study) if any(analysis_params(p)[flag] for p in pts)]
     if kind in ("swap_costs", "swap_matrix"):
-        return [ident_point_file(study, p.point, kind, b) for p in pts for b in seed_blocks(p)]
-    return [ident_point_file(study, p.point, kind, blocks_label(*b)) for p in pts for b in pair_blocks(p)]
+        return [ident_point_file(study, g, kind, b) for g, pts in groups for b in seed_blocks(pts[0])]
+    return [ident_point_file(study, g, kind, blocks_label(*b)) for g, pts in groups for b in pair_blocks(pts[0])]
 
 
 IDENT_FIGURES = {
@@ -344,7 +415,7 @@ def data_cfg_for(dataset):
     for group in ("synthetic", "subsets"):
         if dataset in (d.get(group) or {}):
             out[group] = {dataset: d[group][dataset]}
-    return out
+    return canonical(out)
 
 
 # --------------------------------------------------------------------------- alignment and mechanism
@@ -367,8 +438,12 @@ def mechanism_file(study, point, method, blocks):
 
 def block_alignments(wc, methods):
     """{method: [permutation file, alignment rows]} of rule align for the non-identity ``methods``."""
+    return point_alignments(wc.study, wc.point, wc.blocks, methods)
+
+
+def point_alignments(study, point, blocks, methods):
     return {
-        m: [align_file(wc.study, wc.point, m, wc.blocks), align_row_file(wc.study, wc.point, m, wc.blocks)]
+        m: [align_file(study, point, m, blocks), align_row_file(study, point, m, blocks)]
         for m in methods
         if m != "identity"
     }
@@ -410,3 +485,17 @@ def mechanism_figures(study):
         "weight_decay_comparison",
     ]
     return [f"{RESULTS}/figures/{study}/{n}.{ext}" for n in names for ext in ("png", "pdf")]
+
+
+def merge_entries(wc):
+    """Rule interpolate's ``run_merge_group`` entries: per point of the group, what its paths depend on."""
+    pairs = block_pairs(wc)
+    return [
+        {
+            "point": p.job_dict("model", "train", "merge"),
+            "methods": merge_methods(p),
+            "models": pair_models(wc.study, p.point, pairs),
+            "alignment": point_alignments(wc.study, p.point, wc.blocks, merge_methods(p)),
+        }
+        for p in group_points(wc)
+    ]

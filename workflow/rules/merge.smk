@@ -1,26 +1,24 @@
 rule interpolate:
     """Evaluate θ(λ) = (1−λ)θ_A + λθ_B on the λ grid, raw and temperature-calibrated, for every seed pair of a
-    pair block and every merge method of the point (B permuted by rule align's permutations for method ≠
-    identity)."""
+    pair block, every point of a grid group and every merge method of the point (B permuted by rule align's
+    permutations for method ≠ identity)."""
     input:
-        data=lambda wc: data_file(point_of(wc).dataset),
+        data=lambda wc: sorted(group_data(wc).values()),
         bundles=block_bundles,
-        alignment=lambda wc: [f for fs in block_alignments(wc, merge_methods(point_of(wc))).values() for f in fs],
+        alignment=lambda wc: [f for e in merge_entries(wc) for fs in e["alignment"].values() for f in fs],
     output:
-        merge_file("{study}", "{point}", "{blocks}"),
+        merge_file("{study}", "{group}", "{blocks}"),
     log:
-        f"{LOGS}/merge/{{study}}/{{point}}/blocks-{{blocks}}.log",
+        f"{LOGS}/merge/{{study}}/{{group}}/blocks-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
         mem_mb=point_resources("merge", "mem_mb"),
         runtime=point_resources("merge", "runtime"),
         gpu=point_resources("merge", "gpu"),
     params:
-        point=lambda wc: point_of(wc).job_dict("model", "train", "merge"),
+        points=merge_entries,
         pairs=block_pairs,
-        methods=lambda wc: merge_methods(point_of(wc)),
-        models=block_models,
-        alignment=lambda wc: block_alignments(wc, merge_methods(point_of(wc))),
+        data=group_data,
         device=config["device"],
     script:
         "../scripts/interpolate.py"

@@ -78,49 +78,63 @@ localrules:
 
 
 rule identifiability:
-    """Every seed pair of a pair block: activation-matching objective per hidden layer, and unaligned vs aligned
-    (activation matching) LMC on the effective weights (the unaligned paths read from rule interpolate's file)."""
+    """Every seed pair of a pair block, for every point of a grid group with analysis.identifiability: activation-
+    matching objective per hidden layer, and unaligned vs aligned (activation matching) LMC on the effective
+    weights (the unaligned paths read from rule interpolate's file)."""
     input:
-        data=lambda wc: data_file(point_of(wc).dataset),
+        data=lambda wc: sorted(group_data(wc).values()),
         bundles=block_bundles,
         interpolation=identity_paths_file,
     output:
-        matching=ident_point_file("{study}", "{point}", "identifiability", "{blocks}"),
-        lmc=ident_point_file("{study}", "{point}", "identifiability_lmc", "{blocks}"),
+        matching=ident_point_file("{study}", "{group}", "identifiability", "{blocks}"),
+        lmc=ident_point_file("{study}", "{group}", "identifiability_lmc", "{blocks}"),
     log:
-        f"{LOGS}/identifiability/{{study}}/{{point}}/identifiability-{{blocks}}.log",
+        f"{LOGS}/identifiability/{{study}}/{{group}}/identifiability-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
         mem_mb=point_resources("merge", "mem_mb"),
         runtime=point_resources("merge", "runtime"),
         gpu=point_resources("merge", "gpu"),
     params:
-        point=lambda wc: job_point(wc, "model", "train", "merge", analysis=IDENT_ANALYSIS_KEYS["identifiability"]),
+        points=lambda wc: [
+            {
+                "point": point_job_dict(p, "model", "train", "merge", analysis=IDENT_ANALYSIS_KEYS["identifiability"]),
+                "models": pair_models(wc.study, p.point, block_pairs(wc)),
+            }
+            for p in group_analysis_points(wc, "identifiability")
+        ],
         pairs=block_pairs,
-        models=block_models,
+        data=group_data,
         device=config["device"],
     script:
         "../scripts/identifiability.py"
 
 
 rule swap_costs:
-    """Realization and swap costs of every hidden weight layer of each trained model of a bundle."""
+    """Realization and swap costs of every hidden weight layer of each trained model of a bundle (every point of
+    its grid group with analysis.swap_costs)."""
     input:
-        data=lambda wc: data_file(point_of(wc).dataset),
-        bundle=bundle_dir("{study}", "{point}", "{block}"),
+        data=lambda wc: sorted(group_data(wc).values()),
+        bundle=bundle_dir("{study}", "{group}", "{block}"),
     output:
-        summary=ident_point_file("{study}", "{point}", "swap_costs", "{block}"),
-        matrix=ident_point_file("{study}", "{point}", "swap_matrix", "{block}"),
+        summary=ident_point_file("{study}", "{group}", "swap_costs", "{block}"),
+        matrix=ident_point_file("{study}", "{group}", "swap_matrix", "{block}"),
     log:
-        f"{LOGS}/identifiability/{{study}}/{{point}}/swap_costs-{{block}}.log",
+        f"{LOGS}/identifiability/{{study}}/{{group}}/swap_costs-{{block}}.log",
     threads: config["threads"]["merge"]
     resources:
         mem_mb=point_resources("merge", "mem_mb"),
         runtime=point_resources("merge", "runtime"),
         gpu=point_resources("merge", "gpu"),
     params:
-        point=lambda wc: job_point(wc, "model", "train", analysis=IDENT_ANALYSIS_KEYS["swap_costs"]),
-        models=lambda wc: {s: model_paths(wc.study, wc.point, s) for s in block_seeds(wc)},
+        points=lambda wc: [
+            {
+                "point": point_job_dict(p, "model", "train", analysis=IDENT_ANALYSIS_KEYS["swap_costs"]),
+                "models": {s: model_paths(wc.study, p.point, s) for s in block_seeds(wc)},
+            }
+            for p in group_analysis_points(wc, "swap_costs")
+        ],
+        data=group_data,
         device=config["device"],
     script:
         "../scripts/swap_costs.py"

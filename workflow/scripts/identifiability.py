@@ -1,10 +1,8 @@
-from lmcflow.config import Point
-from lmcflow.jobs import run_identifiability_block, set_threads
+from lmcflow.jobs import run_identifiability_group, set_threads
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
     set_threads(snakemake.threads)
     p = snakemake.params
-    run_identifiability_block(Point.from_dict(p.point), p.pairs, p.models, snakemake.input.data,
-                              snakemake.output.matching, snakemake.output.lmc, device=p.device,
-                              interpolation=next(iter(snakemake.input.interpolation), None))
+    run_identifiability_group(p.points, p.pairs, p.data, snakemake.output.matching, snakemake.output.lmc,
+                              device=p.device, interpolation=next(iter(snakemake.input.interpolation), None))
