@@ -6,15 +6,16 @@ form bundle ``b``. Membership depends on nothing but the seed and K, so adding s
 study never reshuffles existing bundles: only the bundles holding new seeds train, and only the pair
 blocks holding new pairs merge. (Seeds added *inside* a partly filled block retrain that block.)
 
-A *grid group* is a set of points of one study whose models can stack into one bundle: the same model
-structure, learning settings and training-data shape (``lmcflow.config.bundle_key``: they differ only in
-σ_F, masks or same-shaped datasets, like the identifiability sweeps), the same seeds, ``train.bundle`` > 1
-and ``train.bundle_grid`` > 1 (at most that many points per group, in study order). Bundle ``b`` of a group
-holds seed block ``b`` of every point of the group, and one merge / analysis job serves every point of a
-group: the 6 trained points of the default ``intrinsic_dim`` study start 3 processes per seed block instead
-of 18. A point that shares its key with no other is a group of its own, labelled by its point id (its paths
-are those of a one-point bundle). The price: adding a value to a grouped sweep changes its group, which
-then retrains as a whole (``train.bundle_grid: 1`` keeps every point apart).
+A *grid group* is a set of points of one study whose jobs are shared: models of the same shape (the
+``model`` block apart from ``symmetry``: architecture, width, depth), the same seeds, ``train.bundle`` > 1
+and ``train.bundle_grid`` > 1 (at most that many points per group, in study order). The train job of seed
+block ``b`` of a group trains that block of every point of the group, one bundle per set of points whose
+models stack (``stacks``: ``lmcflow.config.bundle_key``, i.e. the same layers, learning settings and data
+shape: the identifiability sweeps over σ_F, masks or k), and one merge / analysis job per pair block serves
+every point of the group: the 12 points of the default ``intrinsic_dim`` study start 3 processes per seed
+block instead of 30. A point that shares its key with no other is a group of its own, labelled by its point
+id (its paths are those of a one-point bundle). The price: adding a value to a grouped sweep changes its
+group, which then retrains as a whole (``train.bundle_grid: 1`` keeps every point apart).
 
 A pair block ``(i, j)`` with ``i ≤ j`` holds every seed pair (a, b), a < b, with a in bundle i and b in
 bundle j: one merge / alignment / analysis job evaluates all of them, loading each model once.
@@ -63,14 +64,16 @@ def grid_groups(points: list[Point], data_cfg: dict | None = None) -> dict[str, 
     """{group label: points} of one study's ``points`` (study order), every point in exactly one group.
 
     A group of several points is labelled ``grid`` followed by the sweep values its points share (e.g.
-    ``grid__epochs-10``); no point id starts that way (each part of a point id is ``key-value``, or it is
+    ``grid__width-1``); no point id starts that way (each part of a point id is ``key-value``, or it is
     ``base``), so group and point directories never collide.
     """
     keyed: dict[str, list[Point]] = {}
     for p in points:
         size = int(p.train["bundle_grid"])
         if size > 1 and int(p.train["bundle"]) > 1:
-            key = json.dumps([bundle_key(p, data_cfg), sorted(int(s) for s in p.seeds), int(p.train["bundle"]), size])
+            shape = {k: v for k, v in p.model.items() if k != "symmetry"}
+            key = json.dumps([shape, sorted(int(s) for s in p.seeds), int(p.train["bundle"]), size], sort_keys=True,
+                             default=str)
         else:  # train.bundle 1 means one model per job
             key = json.dumps(["alone", p.point])
         keyed.setdefault(key, []).append(p)
@@ -87,8 +90,16 @@ def grid_groups(points: list[Point], data_cfg: dict | None = None) -> dict[str, 
                   if all(k in m.swept and m.swept[k] == v for m in members[1:])]
         label = "__".join(["grid", *shared])
         n = 2
-        while label in out:  # two groups sharing no sweep value: number them
+        while label in out:  # two groups sharing the same sweep values: number them
             label = "__".join(["grid", *shared]) + f"-{n}"
             n += 1
         out[label] = members
     return out
+
+
+def stacks(points: list[Point], data_cfg: dict | None = None) -> list[list[Point]]:
+    """The points of a grid group partitioned into bundles whose models stack (equal ``bundle_key``), in order."""
+    out: dict[str, list[Point]] = {}
+    for p in points:
+        out.setdefault(bundle_key(p, data_cfg), []).append(p)
+    return list(out.values())

@@ -1,7 +1,7 @@
 """Small command line for inspecting configs and results without Snakemake.
 
     lmcflow validate [my.yaml]            # schema + semantic checks, as at DAG construction
-    lmcflow points [my.yaml]              # every study point and its seeds/pairs
+    lmcflow points [my.yaml]              # every study point, its seeds/pairs and grid group
     lmcflow claims [results]              # verdicts, statistic and CI, controls, the paper's value beside ours
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
 """
@@ -74,9 +74,15 @@ def main(argv=None) -> int:
             _, points = load_and_check(args.config)
             print(f"{args.config or 'config/config.yaml'}: valid ({len(points)} points)")
         elif args.cmd == "points":
-            _, points = load_and_check(args.config)
+            from lmcflow.bundles import grid_groups
+            from lmcflow.config import study_points
+
+            cfg, points = load_and_check(args.config)
+            group_of = {(p.study, p.point): g for study in dict.fromkeys(s for s, _ in points)
+                        for g, pts in grid_groups(study_points(points, study), cfg["data"]).items() for p in pts}
             for (study, pid), p in points.items():
-                print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)}")
+                print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)} "
+                      f"group={group_of[(study, pid)]}")
         elif args.cmd == "claims":
             from lmcflow.io import read_parquet
 

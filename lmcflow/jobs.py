@@ -135,20 +135,48 @@ def run_train_bundle(members: list[dict], data_paths: dict, device: str = "auto"
     A bundle of one trains exactly as ``run_train``. If members diverge, the healthy ones are written
     (and their final states kept) before ``DivergenceError`` names the diverged points and seeds.
     """
-    from lmcflow.bundle import Member, train_bundle
+    return run_train_group([members], data_paths, device, state_dir, [bundle_id])
+
+
+def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "auto", state_dir: str | None = None,
+                    bundle_ids: list | None = None) -> list[dict]:
+    """Rule ``train``: the bundles of one seed block of a grid group (``lmcflow.bundles.grid_groups``), one after
+    the other in this process, each as ``run_train_bundle`` trains it (members as there; every dataset is loaded
+    once). A bundle whose members diverge does not stop the others: every healthy model is written, then one
+    ``DivergenceError`` names every diverged point and seed."""
     from lmcflow.training import DivergenceError
 
     t0 = time.perf_counter()
-    if not members:
-        raise ValueError("run_train_bundle: no members")
+    if not bundles or not all(bundles):
+        raise ValueError("run_train_group: every bundle needs at least one member")
     dev = resolve_device(device)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    entries = [(m["point"] if isinstance(m["point"], Point) else Point.from_dict(m["point"]), int(m["seed"]),
-                str(m["ckpt"]), str(m["row"])) for m in members]
-    missing = sorted({p.dataset for p, *_ in entries} - set(data_paths))
+    stacks = [[(m["point"] if isinstance(m["point"], Point) else Point.from_dict(m["point"]), int(m["seed"]),
+                str(m["ckpt"]), str(m["row"])) for m in members] for members in bundles]
+    missing = sorted({p.dataset for entries in stacks for p, *_ in entries} - set(data_paths))
     if missing:
         raise ValueError(f"run_train_bundle: data_paths has no file for dataset(s) {missing}")
-    datasets = {name: load_dataset(data_paths[name]).to(dev) for name in sorted({p.dataset for p, *_ in entries})}
+    datasets = {name: load_dataset(data_paths[name]).to(dev)
+                for name in sorted({p.dataset for entries in stacks for p, *_ in entries})}
+    rows, failures = [], []
+    for entries, bid in zip(stacks, bundle_ids or [None] * len(stacks), strict=True):
+        try:
+            rows += _train_one_bundle(entries, datasets, dev, state_dir, bid, t0)
+        except DivergenceError as err:
+            failures.append(err)
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        raise DivergenceError(" | ".join(str(err) for err in failures),
+                              diverged=[d for err in failures for d in err.diverged],
+                              results=[r for err in failures for r in err.results])
+    return rows
+
+
+def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bundle_id, t0: float) -> list[dict]:
+    from lmcflow.bundle import Member, train_bundle
+    from lmcflow.training import DivergenceError
+
     bid = bundle_id or default_bundle_id([(p, s) for p, s, *_ in entries])
     bundle, specs = [], []
     for point, seed, ckpt, _ in entries:

@@ -421,41 +421,50 @@ def test_bundle_key_at_dag_construction():
         check_bundle_points([a, wide])
 
 
-def test_grid_groups_unite_the_points_whose_models_stack():
-    """Torch-free: a study's points share train / merge / analysis jobs where bundle_key, seeds and bundle agree."""
-    from lmcflow.bundles import grid_groups
+def test_grid_groups_unite_points_of_one_shape_and_stack_what_stacks():
+    """Torch-free: a study's points share jobs where model shape, seeds and bundle agree; inside a group, the
+    points whose models stack (bundle_key) form one bundle each."""
+    from lmcflow.bundles import grid_groups, stacks
 
     data_cfg = {"synthetic": {name: {"generator": "gaussian_subspace", "d": 128, "k": k, "n_train": 5000}
                               for name, k in (("k2", 2), ("k8", 8))}}
 
-    def pt(dataset, sigma_f, epochs, **train_over):
-        p = make_point(f"dataset-{dataset}__sigma_f-{sigma_f}__epochs-{epochs}",
+    def pt(dataset, sigma_f, epochs, width=0.1, **train_over):
+        p = make_point(f"dataset-{dataset}__sigma_f-{sigma_f}__epochs-{epochs}__width-{width}",
                        symmetry={**W_ASYM, "sigma_f": sigma_f}, epochs=epochs, **train_over)
-        p.dataset, p.swept = dataset, {"dataset": dataset, "model.symmetry.sigma_f": sigma_f, "train.epochs": epochs}
+        p.model["width"] = width
+        p.dataset = dataset
+        p.swept = {"dataset": dataset, "model.symmetry.sigma_f": sigma_f, "train.epochs": epochs,
+                   "model.width": width}
         return p
 
     grid = [pt(d, s, e) for d in ("k2", "k8") for s in (0.0, 1.0) for e in (0, 10)]
-    groups = grid_groups(grid, data_cfg)
-    # epochs change the learning settings: two groups, each over k and σ_F, labelled by what they share
-    assert {g: [p.point for p in pts] for g, pts in groups.items()} == {
-        "grid__epochs-0": [p.point for p in grid if p.train["epochs"] == 0],
-        "grid__epochs-10": [p.point for p in grid if p.train["epochs"] == 10]}
-    # a point that stacks with no other is a group of its own, under its point id
-    odd = pt("k2", 0.5, 10, lr=0.1)
-    assert list(grid_groups([*grid, odd], data_cfg))[-1] == odd.point
+    # one group over k, σ_F and epochs, labelled by the sweep value its points share; two bundles (epochs differ)
+    assert grid_groups(grid, data_cfg) == {"grid__width-0.1": grid}
+    assert stacks(grid, data_cfg) == [[p for p in grid if p.train["epochs"] == e] for e in (0, 10)]
+    # other layers (standard: no masks) or learning settings: another bundle of the same group
+    plain = make_point("plain", epochs=10)
+    plain.model["width"], plain.dataset = 0.1, "k2"
+    assert stacks([*grid, plain], data_cfg)[-1] == [plain]
+    # another width: another group; a point that shares its shape with no other is alone, under its point id
+    wide = pt("k2", 1.0, 10, width=0.2)
+    assert grid_groups([*grid, wide], data_cfg)[wide.point] == [wide]
     # train.bundle_grid: 1 keeps a point apart; differing seeds or bundle sizes never share a group
     alone = pt("k8", 3.0, 10, bundle_grid=1)
     assert grid_groups([*grid, alone], data_cfg)[alone.point] == [alone]
     other_seeds = pt("k8", 3.0, 10)
     other_seeds.seeds = [0, 1]
     assert grid_groups([*grid, other_seeds], data_cfg)[other_seeds.point] == [other_seeds]
-    assert grid_groups([*grid, pt("k8", 3.0, 10, bundle=2)], data_cfg)["dataset-k8__sigma_f-3.0__epochs-10"]
+    other_bundle = pt("k8", 3.0, 10, bundle=2)
+    assert grid_groups([*grid, other_bundle], data_cfg)[other_bundle.point] == [other_bundle]
     # train.bundle: 1 means one model per job; train.bundle_grid caps the points per group (study order)
     assert all(len(g) == 1 for g in grid_groups([pt(d, 1.0, 10, bundle=1) for d in ("k2", "k8")], data_cfg).values())
     capped = [pt(d, s, 10, bundle_grid=3) for d in ("k2", "k8") for s in (0.0, 1.0)]
     assert [len(g) for g in grid_groups(capped, data_cfg).values()] == [3, 1]
-    # two groups with the same shared sweep values are numbered, never merged or overwritten
+    # two groups sharing the same sweep values are numbered, never merged or overwritten
     a, b = pt("k2", 0.0, 10), pt("k8", 1.0, 10)
-    c, d = pt("k2", 1.0, 10, lr=0.1), pt("k8", 0.0, 10, lr=0.1)
-    groups = grid_groups([a, b, c, d], data_cfg)
-    assert groups == {"grid__epochs-10": [a, b], "grid__epochs-10-2": [c, d]}
+    c, d = pt("k2", 1.0, 10), pt("k8", 0.0, 10)
+    c.seeds = d.seeds = [0, 1]
+    a.swept.pop("model.width"), b.swept.pop("model.width")
+    c.swept.pop("model.width"), d.swept.pop("model.width")
+    assert grid_groups([a, b, c, d], data_cfg) == {"grid__epochs-10": [a, b], "grid__epochs-10-2": [c, d]}

@@ -7,6 +7,13 @@ def test_validate_and_points(capsys):
     assert main(["points", "tests/configs/tiny.yaml"]) == 0
     out = capsys.readouterr().out
     assert "width-0.25" in out and "pairs=3" in out
+    assert main(["points", "tests/configs/tiny_identifiability.yaml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    groups = {line.split()[1]: line.split("group=")[1] for line in lines}
+    assert groups["dataset-gs_k8__sigma_f-1"] == groups["kind-standard"] == "grid"
+    assert main(["points", "tests/configs/tiny.yaml"]) == 0  # width 0.25 alone; width 1's two weight decays share
+    groups = [line.split("group=")[1] for line in capsys.readouterr().out.splitlines()]
+    assert groups == ["width-0.25__weight_decay-0.003", "grid__width-1", "grid__width-1"]
 
 
 def test_validate_rejects_bad_config(tmp_path, capsys):

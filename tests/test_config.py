@@ -225,3 +225,17 @@ def test_catalog_names_the_generators_lmcflow_synthetic_implements():
     from lmcflow.synthetic import GENERATORS
 
     assert tuple(GENERATORS) == SYNTHETIC_GENERATORS
+
+
+def test_job_params_do_not_depend_on_the_key_order_of_the_config():
+    """Snakemake compares params by their text: a re-ordered config file must give the same job dicts."""
+    from lmcflow.config import Point, canonical
+
+    model = {"arch": "mlp", "width": 1.0, "symmetry": {"kind": "w_asymmetric", "sigma_f": 1.0, "mask_seed": 0}}
+    train = {"lr": 0.1, "epochs": 2, "optimizer": "sgd"}
+    a = Point(study="s", point="p", dataset="d", seeds=[0, 1], model=model, train=train)
+    b = Point(study="s", point="p", dataset="d", seeds=[0, 1], train=dict(reversed(train.items())),
+              model={**dict(reversed(model.items())), "symmetry": dict(reversed(model["symmetry"].items()))})
+    assert repr(a.job_dict("model", "train")) == repr(b.job_dict("model", "train"))
+    assert list(canonical({"b": {"y": 1, "x": [{"d": 0, "c": 1}]}, "a": 2})) == ["a", "b"]
+    assert canonical({"b": {"y": 1, "x": [{"d": 0, "c": 1}]}})["b"]["x"] == [{"c": 1, "d": 0}]

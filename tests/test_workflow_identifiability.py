@@ -1,5 +1,6 @@
 """End to end: the identifiability studies on a tiny synthetic config in a temp directory."""
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -118,28 +119,42 @@ def test_rerun_is_a_no_op(run):
 
 
 def test_grid_groups_train_and_analyse_in_shared_jobs(run):
-    """sym's 2 datasets × 2 σ_F (models that stack) and coh's 2 datasets train in one bundle each; tradeoff's
-    standard and W-asymmetric networks (different layers) and kinds' SyRe and σ-asymmetric ones do not."""
+    """Each study's points have models of one shape: one train, merge and analysis job per study and block. Inside
+    it, sym's 2 datasets × 2 σ_F and coh's 2 datasets stack into one bundle; tradeoff's standard and W-asymmetric
+    networks (other layers) and kinds' SyRe and σ-asymmetric ones train as two bundles of the same job."""
     runs = table(run, "runs")
     bundles = runs.groupby("study").bundle_id.nunique().to_dict()
     assert bundles == {"sym": 1, "coh": 1, "tradeoff": 2, "kinds": 2}
     assert (run / "work/models/sym/grid/bundle-0/dataset-gs_k8__sigma_f-1/seed-2.safetensors").exists()
-    assert (run / "work/models/tradeoff/kind-standard/bundle-0/seed-2.safetensors").exists()
+    assert (run / "work/models/tradeoff/grid/bundle-0/kind-standard/seed-2.safetensors").exists()
     logs = {p.relative_to(run / "logs").as_posix() for p in (run / "logs").rglob("*.log")}
-    assert {"train/sym/grid/bundle-0.log", "merge/sym/grid/blocks-0-0.log", "identifiability/sym/grid/swap_costs-0.log",
-            "identifiability/sym/grid/identifiability-0-0.log", "train/coh/grid/bundle-0.log"} <= logs
-    assert not any(name.startswith(("train/sym/dataset-", "merge/sym/dataset-")) for name in logs)
+    for study in ("sym", "coh", "tradeoff", "kinds"):
+        assert {f"train/{study}/grid/bundle-0.log", f"merge/{study}/grid/blocks-0-0.log"} <= logs, study
+    assert {"identifiability/sym/grid/swap_costs-0.log", "identifiability/sym/grid/identifiability-0-0.log"} <= logs
+    assert len([name for name in logs if name.startswith(("train/", "merge/", "identifiability/"))]) == 4 + 4 + 4
+    log = (run / "logs/train/tradeoff/grid/bundle-0.log").read_text()
+    trained = re.findall(r"\[train\] bundle (\S+): (\d+) models", log)
+    assert trained == [("tradeoff/kind-standard/seeds-0+1+2", "3"), ("tradeoff/kind-w_asymmetric/seeds-0+1+2", "3")]
 
 
 def dry_run_variant(wd, edit):
     cfg = yaml.safe_load(TINY.read_text())
     edit(cfg)
     path = wd / "variant.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return planned_jobs(run_snakemake(path, wd, "-n"))
 
 
 def test_grid_groups_stay_incremental(run):
+    # the same config with the keys of every block and dataset in reverse order (not the sweep keys: they name the
+    # points) reruns nothing
+    def reverse_keys(c):
+        def rev(d):
+            return {k: d[k] if k == "sweep" else rev(d[k]) for k in reversed(d)} if isinstance(d, dict) else d
+        c["data"]["synthetic"] = {k: rev(v) for k, v in c["data"]["synthetic"].items()}
+        c["defaults"] = rev(c["defaults"])
+        c["studies"] = {name: rev(study) for name, study in c["studies"].items()}
+    assert dry_run_variant(run, reverse_keys) == []
     # a new seed opens seed block 1 of the group: only that bundle trains, only the new pairs are evaluated
     jobs = dry_run_variant(run, lambda c: c["studies"]["sym"].update(seeds=[0, 1, 2, 5]))
     assert {(r, wc.get("group"), wc.get("block", wc.get("blocks"))) for r, wc in jobs

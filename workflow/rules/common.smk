@@ -77,17 +77,12 @@ def data_file(dataset):
 # points of a study whose models stack: lmcflow.bundles.grid_groups; most groups are one point) into a directory
 # holding one checkpoint and one run row per model. Merge and analysis jobs serve a group and one pair block;
 # alignment and mechanism jobs one point and one pair block.
-from lmcflow.bundles import blocks_label, grid_groups, pair_blocks, parse_blocks, seed_block, seed_blocks
-from lmcflow.config import check_bundle_points
+from lmcflow.bundles import blocks_label, grid_groups, pair_blocks, parse_blocks, seed_block, seed_blocks, stacks
 
 GROUPS = {}  # (study, group) -> [Point]
 GROUP_OF = {}  # (study, point) -> group
 for _study in STUDIES:
     for _group, _points in grid_groups(study_points(POINTS, _study), config["data"]).items():
-        try:
-            check_bundle_points(_points, config["data"], label=f"studies.{_study} grid group {_group}")
-        except ConfigError as err:
-            raise WorkflowError(f"Invalid config: {err}") from None
         GROUPS[(_study, _group)] = _points
         GROUP_OF.update({(_study, p.point): _group for p in _points})
 
@@ -180,18 +175,21 @@ def point_resources(block, key, per_model=False):
     ``runtime`` and ``mem_mb`` are given for width 1 and scale as max(1, width)**width_exponent
     (compute of MLP hidden layers and conv layers grows with width squared), so one study asks
     SLURM for short jobs at narrow widths and long ones at wide widths; ``per_model`` runtimes
-    (training) are multiplied by the bundle's model count.
+    (training) are multiplied by the bundle's model count. A grid group's job asks for the sum of its
+    points' runtimes and the largest of their other resources.
     """
 
     def get(wc):
-        point = job_unit(wc)
-        res = getattr(point, block)["resources"]
-        value = res[key]
-        if key in ("runtime", "mem_mb"):
-            value = value * max(1.0, float(point.model["width"])) ** float(res["width_exponent"])
-        if per_model and key == "runtime":
-            value = value * len(block_seeds(wc)) * (len(group_points(wc)) if hasattr(wc, "group") else 1)
-        return int(math.ceil(value))
+        values = []
+        for point in group_points(wc) if hasattr(wc, "group") else [point_of(wc)]:
+            res = getattr(point, block)["resources"]
+            value = res[key]
+            if key in ("runtime", "mem_mb"):
+                value = value * max(1.0, float(point.model["width"])) ** float(res["width_exponent"])
+            if per_model and key == "runtime":
+                value = value * len(block_seeds(wc))
+            values.append(value)
+        return int(math.ceil(sum(values) if key == "runtime" else max(values)))
 
     return get
 
@@ -211,8 +209,13 @@ def merged_points(study):
 
 
 def merged_groups(study):
-    """The grid groups of ``merged_points`` (the points of a group share their train settings)."""
-    return [(g, pts) for g, pts in study_groups(study) if pts[0].train["epochs"] > 0]
+    """The grid groups holding ``merged_points``."""
+    return [(g, pts) for g, pts in study_groups(study) if any(p.train["epochs"] > 0 for p in pts)]
+
+
+def group_stacks(wc):
+    """The point ids of each bundle of a train job: the group's points whose models stack (lmcflow.bundles.stacks)."""
+    return [[p.point for p in pts] for pts in stacks(group_points(wc), config["data"])]
 
 
 def study_inputs(study, kind):
@@ -367,8 +370,7 @@ def group_analysis_points(wc, flag):
 def identity_paths_file(wc):
     """Rule interpolate's file of the group and pair block when it holds identity paths rule identifiability
     reads."""
-    pts = group_points(wc)
-    if pts[0].train["epochs"] > 0 and any("identity" in merge_methods(p) for p in pts):
+    if any(p.train["epochs"] > 0 and "identity" in merge_methods(p) for p in group_points(wc)):
         return [merge_file(wc.study, wc.group, wc.blocks)]
     return []
 
@@ -488,7 +490,7 @@ def mechanism_figures(study):
 
 
 def merge_entries(wc):
-    """Rule interpolate's ``run_merge_group`` entries: per point of the group, what its paths depend on."""
+    """Rule interpolate's ``run_merge_group`` entries: per trained point of the group, what its paths depend on."""
     pairs = block_pairs(wc)
     return [
         {
@@ -498,4 +500,5 @@ def merge_entries(wc):
             "alignment": point_alignments(wc.study, p.point, wc.blocks, merge_methods(p)),
         }
         for p in group_points(wc)
+        if p.train["epochs"] > 0
     ]

@@ -1,6 +1,7 @@
 rule train:
-    """Train one bundle: seed block {block} of every point of a grid group (most groups are one point), together
-    in one job (init and data order derive from each model's seed). One checkpoint and one run row per model."""
+    """Train seed block {block} of every point of a grid group (most groups are one point) in one job: one stacked
+    bundle per set of points whose models stack (init and data order derive from each model's seed). One
+    checkpoint and one run row per model."""
     input:
         data=lambda wc: sorted(group_data(wc).values()),
     output:
@@ -14,6 +15,7 @@ rule train:
         gpu=point_resources("train", "gpu"),
     params:
         points=lambda wc: [p.job_dict("model", "train") for p in group_points(wc)],
+        bundles=group_stacks,
         models=lambda wc: {
             p.point: {s: model_paths(wc.study, p.point, s) for s in block_seeds(wc)} for p in group_points(wc)
         },

@@ -1,9 +1,10 @@
-from lmcflow.jobs import run_train_bundle, set_threads
+from lmcflow.jobs import run_train_group, set_threads
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
     set_threads(snakemake.threads)
     p = snakemake.params
-    members = [{"point": point, "seed": seed, "ckpt": ckpt, "row": row}
-               for point in p.points for seed, (ckpt, row) in p.models[point["point"]].items()]
-    run_train_bundle(members, p.data, device=p.device, state_dir=p.state_dir)
+    points = {point["point"]: point for point in p.points}
+    bundles = [[{"point": points[pid], "seed": seed, "ckpt": ckpt, "row": row}
+                for pid in ids for seed, (ckpt, row) in p.models[pid].items()] for ids in p.bundles]
+    run_train_group(bundles, p.data, device=p.device, state_dir=p.state_dir)
