@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 
-from lmcflow.config import Point, bundle_key, format_value
+from lmcflow.config import Point, bundle_key, format_value, study_points
 
 
 def seed_block(seed: int, size: int) -> int:
@@ -60,7 +60,7 @@ def parse_blocks(label: str) -> tuple[int, int]:
     return int(i), int(j)
 
 
-def grid_groups(points: list[Point], data_cfg: dict | None = None) -> dict[str, list[Point]]:
+def grid_groups(points: list[Point]) -> dict[str, list[Point]]:
     """{group label: points} of one study's ``points`` (study order), every point in exactly one group.
 
     A group of several points is labelled ``grid`` followed by the sweep values its points share (e.g.
@@ -95,6 +95,12 @@ def grid_groups(points: list[Point], data_cfg: dict | None = None) -> dict[str, 
             n += 1
         out[label] = members
     return out
+
+
+def all_grid_groups(points: dict) -> dict[tuple[str, str], list[Point]]:
+    """{(study, group label): points} of every study of ``points`` ((study, point id) -> Point, config order)."""
+    return {(study, g): pts for study in dict.fromkeys(s for s, _ in points)
+            for g, pts in grid_groups(study_points(points, study)).items()}
 
 
 def stacks(points: list[Point], data_cfg: dict | None = None) -> list[list[Point]]:

@@ -74,12 +74,10 @@ def main(argv=None) -> int:
             _, points = load_and_check(args.config)
             print(f"{args.config or 'config/config.yaml'}: valid ({len(points)} points)")
         elif args.cmd == "points":
-            from lmcflow.bundles import grid_groups
-            from lmcflow.config import study_points
+            from lmcflow.bundles import all_grid_groups
 
-            cfg, points = load_and_check(args.config)
-            group_of = {(p.study, p.point): g for study in dict.fromkeys(s for s, _ in points)
-                        for g, pts in grid_groups(study_points(points, study), cfg["data"]).items() for p in pts}
+            _, points = load_and_check(args.config)
+            group_of = {(s, p.point): g for (s, g), pts in all_grid_groups(points).items() for p in pts}
             for (study, pid), p in points.items():
                 print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)} "
                       f"group={group_of[(study, pid)]}")

@@ -13,6 +13,7 @@ import os
 import platform
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -24,6 +25,9 @@ from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.seeding import derive_seed
 from lmcflow.tables import point_columns, read_table, write_table
 from lmcflow.training import evaluate, late_loss_drop, resolve_device, resolve_precision, train
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -151,13 +155,9 @@ def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "
         raise ValueError("run_train_group: every bundle needs at least one member")
     dev = resolve_device(device)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    stacks = [[(m["point"] if isinstance(m["point"], Point) else Point.from_dict(m["point"]), int(m["seed"]),
-                str(m["ckpt"]), str(m["row"])) for m in members] for members in bundles]
-    missing = sorted({p.dataset for entries in stacks for p, *_ in entries} - set(data_paths))
-    if missing:
-        raise ValueError(f"run_train_bundle: data_paths has no file for dataset(s) {missing}")
-    datasets = {name: load_dataset(data_paths[name]).to(dev)
-                for name in sorted({p.dataset for entries in stacks for p, *_ in entries})}
+    stacks = [[(_as_point(m["point"]), int(m["seed"]), str(m["ckpt"]), str(m["row"])) for m in members]
+              for members in bundles]
+    datasets = load_datasets(data_paths, [p for entries in stacks for p, *_ in entries], dev)
     rows, failures = [], []
     for entries, bid in zip(stacks, bundle_ids or [None] * len(stacks), strict=True):
         try:
@@ -321,9 +321,10 @@ def run_identifiability_group(entries: list[dict], pairs: list, data_paths: dict
     dev = resolve_device(device)
     points = [_as_point(e["point"]) for e in entries]
     datasets = load_datasets(data_paths, points, dev)
+    interp = read_table(interpolation, "interpolation") if interpolation else None  # read once for every point
     matching, lmc = [], []
     for point, e in zip(points, entries, strict=True):
-        m, l_ = identifiability_rows(point, pairs, e["models"], datasets[point.dataset], dev, interpolation)
+        m, l_ = identifiability_rows(point, pairs, e["models"], datasets[point.dataset], dev, interp)
         matching += m
         lmc += l_
     write_table(out_matching, "identifiability", matching)
@@ -331,7 +332,7 @@ def run_identifiability_group(entries: list[dict], pairs: list, data_paths: dict
 
 
 def identifiability_rows(point: Point, pairs: list, models: dict, data, dev,
-                         interpolation: str | None = None) -> tuple[list[dict], list[dict]]:
+                         interpolation: pd.DataFrame | None = None) -> tuple[list[dict], list[dict]]:
     """For every seed pair of a pair block: activation-matching objective per hidden layer (at every feature
     point of ``analysis.matching_features``, with every similarity of ``analysis.matching_similarities``), and
     unaligned vs aligned LMC on effective weights. ``models``: {seed: [checkpoint, run row]}.
@@ -341,9 +342,9 @@ def identifiability_rows(point: Point, pairs: list, models: dict, data, dev,
     *effective* weights (``symmetry.effective_state_dict``: W_eff = D⊙W + (1−D)⊙F, masks 1,
     offsets 0), so a W-asymmetric B is permuted as a whole and stays the same function.
     The unaligned path interpolates the effective weights too (identical to interpolating
-    the raw weights, since both models share masks and offsets). ``interpolation``: rule interpolate's file of
+    the raw weights, since both models share masks and offsets). ``interpolation``: rule interpolate's table of
     the same pair block, whose identity paths are that same path (same λ grid and evaluation sizes; dense form)
-    and are read instead of evaluated again; without it (or without identity rows) the path is evaluated here.
+    and are used instead of evaluated again; without it (or without identity rows) the path is evaluated here.
     """
     from lmcflow.alignment import align, apply_permutation, permutation_spec
     from lmcflow.symmetry import effective_state_dict
@@ -401,12 +402,12 @@ def identifiability_rows(point: Point, pairs: list, models: dict, data, dev,
     return matching, lmc
 
 
-def _identity_paths(interpolation: str | None, lambdas: list[float], point: Point) -> dict:
-    """{(seed_a, seed_b): identity path rows} of ``point`` in rule interpolate's file, for pairs evaluated on
+def _identity_paths(interpolation: pd.DataFrame | None, lambdas: list[float], point: Point) -> dict:
+    """{(seed_a, seed_b): identity path rows} of ``point`` in rule interpolate's table, for pairs evaluated on
     ``lambdas``."""
-    if not interpolation:
+    if interpolation is None:
         return {}
-    df = read_table(interpolation, "interpolation")
+    df = interpolation
     df = df[(df["method"] == "identity") & (df["study"] == point.study) & (df["point"] == point.point)]
     out = {}
     for (a, b), g in df.groupby(["seed_a", "seed_b"]):

@@ -440,7 +440,7 @@ def test_grid_groups_unite_points_of_one_shape_and_stack_what_stacks():
 
     grid = [pt(d, s, e) for d in ("k2", "k8") for s in (0.0, 1.0) for e in (0, 10)]
     # one group over k, σ_F and epochs, labelled by the sweep value its points share; two bundles (epochs differ)
-    assert grid_groups(grid, data_cfg) == {"grid__width-0.1": grid}
+    assert grid_groups(grid) == {"grid__width-0.1": grid}
     assert stacks(grid, data_cfg) == [[p for p in grid if p.train["epochs"] == e] for e in (0, 10)]
     # other layers (standard: no masks) or learning settings: another bundle of the same group
     plain = make_point("plain", epochs=10)
@@ -448,23 +448,23 @@ def test_grid_groups_unite_points_of_one_shape_and_stack_what_stacks():
     assert stacks([*grid, plain], data_cfg)[-1] == [plain]
     # another width: another group; a point that shares its shape with no other is alone, under its point id
     wide = pt("k2", 1.0, 10, width=0.2)
-    assert grid_groups([*grid, wide], data_cfg)[wide.point] == [wide]
+    assert grid_groups([*grid, wide])[wide.point] == [wide]
     # train.bundle_grid: 1 keeps a point apart; differing seeds or bundle sizes never share a group
     alone = pt("k8", 3.0, 10, bundle_grid=1)
-    assert grid_groups([*grid, alone], data_cfg)[alone.point] == [alone]
+    assert grid_groups([*grid, alone])[alone.point] == [alone]
     other_seeds = pt("k8", 3.0, 10)
     other_seeds.seeds = [0, 1]
-    assert grid_groups([*grid, other_seeds], data_cfg)[other_seeds.point] == [other_seeds]
+    assert grid_groups([*grid, other_seeds])[other_seeds.point] == [other_seeds]
     other_bundle = pt("k8", 3.0, 10, bundle=2)
-    assert grid_groups([*grid, other_bundle], data_cfg)[other_bundle.point] == [other_bundle]
+    assert grid_groups([*grid, other_bundle])[other_bundle.point] == [other_bundle]
     # train.bundle: 1 means one model per job; train.bundle_grid caps the points per group (study order)
-    assert all(len(g) == 1 for g in grid_groups([pt(d, 1.0, 10, bundle=1) for d in ("k2", "k8")], data_cfg).values())
+    assert all(len(g) == 1 for g in grid_groups([pt(d, 1.0, 10, bundle=1) for d in ("k2", "k8")]).values())
     capped = [pt(d, s, 10, bundle_grid=3) for d in ("k2", "k8") for s in (0.0, 1.0)]
-    assert [len(g) for g in grid_groups(capped, data_cfg).values()] == [3, 1]
+    assert [len(g) for g in grid_groups(capped).values()] == [3, 1]
     # two groups sharing the same sweep values are numbered, never merged or overwritten
     a, b = pt("k2", 0.0, 10), pt("k8", 1.0, 10)
     c, d = pt("k2", 1.0, 10), pt("k8", 0.0, 10)
     c.seeds = d.seeds = [0, 1]
     a.swept.pop("model.width"), b.swept.pop("model.width")
     c.swept.pop("model.width"), d.swept.pop("model.width")
-    assert grid_groups([a, b, c, d], data_cfg) == {"grid__epochs-10": [a, b], "grid__epochs-10-2": [c, d]}
+    assert grid_groups([a, b, c, d]) == {"grid__epochs-10": [a, b], "grid__epochs-10-2": [c, d]}

@@ -77,14 +77,10 @@ def data_file(dataset):
 # points of a study whose models stack: lmcflow.bundles.grid_groups; most groups are one point) into a directory
 # holding one checkpoint and one run row per model. Merge and analysis jobs serve a group and one pair block;
 # alignment and mechanism jobs one point and one pair block.
-from lmcflow.bundles import blocks_label, grid_groups, pair_blocks, parse_blocks, seed_block, seed_blocks, stacks
+from lmcflow.bundles import all_grid_groups, blocks_label, pair_blocks, parse_blocks, seed_block, seed_blocks, stacks
 
-GROUPS = {}  # (study, group) -> [Point]
-GROUP_OF = {}  # (study, point) -> group
-for _study in STUDIES:
-    for _group, _points in grid_groups(study_points(POINTS, _study), config["data"]).items():
-        GROUPS[(_study, _group)] = _points
-        GROUP_OF.update({(_study, p.point): _group for p in _points})
+GROUPS = all_grid_groups(POINTS)  # (study, group) -> [Point]
+GROUP_OF = {(s, p.point): g for (s, g), pts in GROUPS.items() for p in pts}  # (study, point) -> group
 
 
 def group_points(wc):
