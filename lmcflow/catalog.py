@@ -11,6 +11,8 @@ import math
 import numbers
 from dataclasses import dataclass
 
+from lmcflow.schema import block_defaults  # the schema holds every default
+
 
 @dataclass(frozen=True)
 class TorchvisionDataset:
@@ -63,7 +65,6 @@ def check_symmetry(sym: dict | None) -> dict:
     unknown = sorted(set(sym) - set(SYMMETRY_KEYS))
     if unknown:
         raise symmetry_error(unknown[0], f"unknown key; allowed: {', '.join(SYMMETRY_KEYS)}")
-    from lmcflow.config import block_defaults  # the schema holds every default
 
     out = {**block_defaults("symmetry"), **sym}
     if out["kind"] not in SYMMETRY_KINDS:

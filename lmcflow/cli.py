@@ -18,7 +18,7 @@ def load_and_check(path: str | None) -> tuple[dict, dict]:
     from lmcflow.catalog import ARCHITECTURES, dataset_names
     from lmcflow.claims import REGISTRY
     from lmcflow.config import check_semantics, expand_points, resolve_config
-    from lmcflow.validation import validate_points
+    from lmcflow.point_schema import validate_points
 
     cfg = resolve_config([path] if path else [])
     check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
             _, points = load_and_check(args.config)
             print(f"{args.config or 'config/config.yaml'}: valid ({len(points)} points)")
         elif args.cmd == "points":
-            from lmcflow.bundles import all_grid_groups
+            from lmcflow.grouping import all_grid_groups
 
             _, points = load_and_check(args.config)
             group_of = {(s, p.point): g for (s, g), pts in all_grid_groups(points).items() for p in pts}

@@ -22,13 +22,14 @@ what they are.
 from __future__ import annotations
 
 import copy
-import functools
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lmcflow.catalog import TORCHVISION_DATASETS, check_params, check_symmetry
+from lmcflow.schema import fill_defaults, load_schema
+
 POINT_BLOCKS = ("model", "train", "merge", "analysis")
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config/config.yaml"
 # Top-level keys a config file brings itself; everything else falls back to the embedded default.
 STUDY_KEYS = ("studies", "claims")
@@ -48,49 +49,7 @@ def deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------- schema, defaults, resolution
-@functools.lru_cache(maxsize=1)
-def load_schema() -> dict:
-    import yaml
-
-    return yaml.safe_load(SCHEMA_PATH.read_text())
-
-
-def _resolve_ref(sub: dict, root: dict) -> dict:
-    """A sub-schema with its ``$ref`` (``#/$defs/name``) inlined; local keys (e.g. ``default``) win."""
-    while isinstance(sub, dict) and "$ref" in sub:
-        name = sub["$ref"].rsplit("/", 1)[-1]
-        sub = {**root["$defs"][name], **{k: v for k, v in sub.items() if k != "$ref"}}
-    return sub
-
-
-def fill_defaults(instance: dict, schema: dict, root: dict | None = None) -> dict:
-    """Fill schema ``default:`` values into ``instance`` in place, recursively through nested objects."""
-    root = root or load_schema()
-    schema = _resolve_ref(schema, root)
-    if not isinstance(instance, dict):
-        return instance
-    for key, sub in (schema.get("properties") or {}).items():
-        sub = _resolve_ref(sub, root)
-        if key not in instance and "default" in sub:
-            instance[key] = copy.deepcopy(sub["default"])
-        if isinstance(instance.get(key), dict):
-            fill_defaults(instance[key], sub, root)
-    return instance
-
-
-@functools.cache
-def _block_defaults(block: str) -> dict:
-    root = load_schema()
-    return fill_defaults({}, root["$defs"][block], root)
-
-
-def block_defaults(block: str) -> dict:
-    """A copy of the schema defaults of one point block (``model``, ``train``, ``merge``, ``analysis``)
-    or of ``symmetry``."""
-    return copy.deepcopy(_block_defaults(block))
-
-
+# --------------------------------------------------------------------------- validation and resolution
 def validate_config(cfg: dict, source: str = "config") -> dict:
     """Schema check (the message names the key) and defaults filled in; returns ``cfg``."""
     import jsonschema
@@ -355,7 +314,6 @@ def analysis_params(point: Point) -> dict:
 
 def check_identifiability_semantics(config: dict, points: dict) -> None:
     """Synthetic dataset parameters, dataset subsets, symmetry blocks and analysis flags."""
-    from lmcflow.catalog import TORCHVISION_DATASETS, check_params, check_symmetry
 
     data = config.get("data") or {}
     synthetic = data.get("synthetic") or {}
@@ -540,7 +498,7 @@ def data_shape_key(dataset: str, data_cfg: dict | None = None) -> list:
 
 
 def bundle_key(point: Point, data_cfg: dict | None = None) -> str:
-    """Points with equal keys can train in one bundle (``lmcflow.bundle``): same model structure (the
+    """Points with equal keys can train in one bundle (``lmcflow.stacking``): same model structure (the
     model block, with ``symmetry`` reduced to the layer kinds it builds: σ_F, masks and seeds only change
     buffers), same learning settings and training data of the same shape. A readable JSON string."""
     import json

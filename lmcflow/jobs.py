@@ -128,7 +128,7 @@ def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: 
 
 def run_train_bundle(members: list[dict], data_paths: dict, device: str = "auto", state_dir: str | None = None,
                      bundle_id: str | None = None) -> list[dict]:
-    """Train several models as one bundle (``lmcflow.bundle.train_bundle``) and write, for each, exactly
+    """Train several models as one bundle (``lmcflow.stacking.train_bundle``) and write, for each, exactly
     what ``run_train`` writes for it: its checkpoint, SHA-256 and one-row ``runs`` table.
 
     ``members``: one dict per model, ``{"point": Point (or its dict), "seed": int, "ckpt": checkpoint
@@ -144,7 +144,7 @@ def run_train_bundle(members: list[dict], data_paths: dict, device: str = "auto"
 
 def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "auto", state_dir: str | None = None,
                     bundle_ids: list | None = None) -> list[dict]:
-    """Rule ``train``: the bundles of one seed block of a grid group (``lmcflow.bundles.grid_groups``), one after
+    """Rule ``train``: the bundles of one seed block of a grid group (``lmcflow.grouping.grid_groups``), one after
     the other in this process, each as ``run_train_bundle`` trains it (members as there; every dataset is loaded
     once). A bundle whose members diverge does not stop the others: every healthy model is written, then one
     ``DivergenceError`` names every diverged point and seed."""
@@ -174,7 +174,7 @@ def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "
 
 
 def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bundle_id, t0: float) -> list[dict]:
-    from lmcflow.bundle import Member, train_bundle
+    from lmcflow.stacking import Member, train_bundle
     from lmcflow.training import DivergenceError
 
     bid = bundle_id or default_bundle_id([(p, s) for p, s, *_ in entries])
@@ -249,7 +249,7 @@ def run_merge_block(point: Point, pairs: list, methods: list, models: dict, alig
 
 
 def run_merge_group(entries: list[dict], pairs: list, data_paths: dict, out: str, device: str = "auto") -> None:
-    """Rule ``interpolate``: the paths of every point of a grid group (``lmcflow.bundles.grid_groups``) for one
+    """Rule ``interpolate``: the paths of every point of a grid group (``lmcflow.grouping.grid_groups``) for one
     pair block, in one file. ``entries``: per point ``{"point", "methods", "models": {seed: [checkpoint, run
     row]}, "alignment": {method: [permutation file, alignment rows]}}``; ``data_paths``: dataset -> prepared
     file (each dataset loaded once)."""

@@ -119,8 +119,8 @@ def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, defin
 
 
 def run_paper_table1(barrier_paths: list, studies: dict, out: str, out_png: str, out_pdf: str) -> None:
-    """``paper_table1`` (``lmcflow.table1``) from the width studies' barrier tables, and its figure."""
-    from lmcflow.table1 import table1_rows
+    """``paper_table1`` (``lmcflow.paper_table1``) from the width studies' barrier tables, and its figure."""
+    from lmcflow.paper_table1 import table1_rows
 
     df = write_table(out, "paper_table1", table1_rows(concat_tables(list(barrier_paths), "barriers"), studies))
     figures.save_figure(figures.paper_table1(df), out_png, out_pdf)

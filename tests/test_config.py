@@ -10,7 +10,7 @@ import yaml
 from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
 from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config, swept_values, validate_config
-from lmcflow.validation import validate_points
+from lmcflow.point_schema import validate_points
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())

@@ -1,7 +1,7 @@
 """The DAG reruns only what a change affects: dry runs after one real tiny run.
 
 Each rule's ``params`` carry only what determines its output (``Point.job_dict``), and bundles are
-blocks of seed values (``lmcflow.bundles``), so adding seeds never reshuffles the existing bundles.
+blocks of seed values (``lmcflow.grouping``), so adding seeds never reshuffles the existing bundles.
 """
 import copy
 import re

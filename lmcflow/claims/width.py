@@ -17,7 +17,7 @@ logit norms and fitted β of ``interpolation``.
 Every width claim may read several studies (``study: [a, b]``): each is decided on its own and the verdicts
 are combined (the Table-1 claims read every Table-1 row a config has; the mechanism claims e.g. the MLP with
 and without biases, or VGG-11 beside the MLP for the weak weight-decay ablation). ``TABLE1_ROWS`` holds the
-paper's Table 1 (also ``results/tables/paper_table1.parquet``, ``lmcflow.table1``).
+paper's Table 1 (also ``results/tables/paper_table1.parquet``, ``lmcflow.paper_table1``).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from lmcflow.config import (
 )
 from lmcflow.claims import REGISTRY as CLAIMS, claim_studies
 from lmcflow.catalog import ARCHITECTURES, dataset_names
-from lmcflow.validation import validate_points
+from lmcflow.point_schema import validate_points
 
 try:
     # The embedded default or the --configfile file(s), with --config overrides on top; defaults from the schema.
@@ -73,11 +73,11 @@ def data_file(dataset):
 
 
 # --------------------------------------------------------------------------- grid groups, bundles and pair blocks
-# A train job trains one bundle: a block of seed values (lmcflow.bundles) of every point of a grid group (the
-# points of a study whose models stack: lmcflow.bundles.grid_groups; most groups are one point) into a directory
+# A train job trains one bundle: a block of seed values (lmcflow.grouping) of every point of a grid group (the
+# points of a study whose models stack: lmcflow.grouping.grid_groups; most groups are one point) into a directory
 # holding one checkpoint and one run row per model. Merge and analysis jobs serve a group and one pair block;
 # alignment and mechanism jobs one point and one pair block.
-from lmcflow.bundles import all_grid_groups, blocks_label, pair_blocks, parse_blocks, seed_block, seed_blocks, stacks
+from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks, parse_blocks, seed_block, seed_blocks, stacks
 
 GROUPS = all_grid_groups(POINTS)  # (study, group) -> [Point]
 GROUP_OF = {(s, p.point): g for (s, g), pts in GROUPS.items() for p in pts}  # (study, point) -> group
@@ -210,7 +210,7 @@ def merged_groups(study):
 
 
 def group_stacks(wc):
-    """The point ids of each bundle of a train job: the group's points whose models stack (lmcflow.bundles.stacks)."""
+    """The point ids of each bundle of a train job: the group's points whose models stack (lmcflow.grouping.stacks)."""
     return [[p.point for p in pts] for pts in stacks(group_points(wc), config["data"])]
 
 

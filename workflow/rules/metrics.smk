@@ -56,7 +56,7 @@ localrules:
 
 rule paper_table1:
     """The width paper's Table 1 beside ours: midpoint test error barrier at each width study's widest width, plain
-    average and weight matching, seed-level CI, the paper's value beside it (lmcflow.table1); and its figure."""
+    average and weight matching, seed-level CI, the paper's value beside it (lmcflow.paper_table1); and its figure."""
     input:
         lambda wc: [study_table(s, "barriers") for s in table1_studies()],
     output:

@@ -1,4 +1,4 @@
-"""Bundled training (lmcflow.bundle, lmcflow.jobs.run_train_bundle) against single-model training.
+"""Bundled training (lmcflow.stacking, lmcflow.jobs.run_train_bundle) against single-model training.
 
 Measured tolerances (CPU, fp32, tiny models of these tests; printed with ``pytest -s``): a member's
 initial weights and batches (after augmentation) are bit-identical to its single run, one stacked
@@ -18,12 +18,12 @@ import logging
 import pytest
 import torch
 
-from lmcflow.bundle import Member, Stack, check_bundle, train_bundle
 from lmcflow.config import Point
 from lmcflow.data import Dataset
 from lmcflow.io import load_tensors, save_tensors, sha256_file
 from lmcflow.jobs import init_model, load_checkpoint, run_train, run_train_bundle
 from lmcflow.models import ModelSpec
+from lmcflow.stacking import Member, Stack, check_bundle, train_bundle
 from lmcflow.tables import read_table
 from lmcflow.training import DivergenceError, optimizer_for, train
 
@@ -247,7 +247,7 @@ def _kill_after(epoch_line: str, states: list):
 
 def _interrupted_bundle(data, cfg, seeds, states, digest):
     killer = _kill_after("[bundle] epoch 2/3", states)
-    logger = logging.getLogger("lmcflow.bundle")
+    logger = logging.getLogger("lmcflow.stacking")
     logger.addHandler(killer)
     logger.setLevel(logging.INFO)
     try:
@@ -424,7 +424,7 @@ def test_bundle_key_at_dag_construction():
 def test_grid_groups_unite_points_of_one_shape_and_stack_what_stacks():
     """Torch-free: a study's points share jobs where model shape, seeds and bundle agree; inside a group, the
     points whose models stack (bundle_key) form one bundle each."""
-    from lmcflow.bundles import grid_groups, stacks
+    from lmcflow.grouping import grid_groups, stacks
 
     data_cfg = {"synthetic": {name: {"generator": "gaussian_subspace", "d": 128, "k": k, "n_train": 5000}
                               for name, k in (("k2", 2), ("k8", 8))}}

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import jsonschema
 
-from lmcflow.config import POINT_BLOCKS, ConfigError, load_schema
+from lmcflow.config import POINT_BLOCKS, ConfigError
+from lmcflow.schema import load_schema
 
 
 def validate_points(points: dict) -> None:

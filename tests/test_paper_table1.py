@@ -1,4 +1,4 @@
-"""The width paper's Table 1 beside ours (lmcflow.table1, results/tables/paper_table1.parquet) on hand-built
+"""The width paper's Table 1 beside ours (lmcflow.paper_table1, results/tables/paper_table1.parquet) on hand-built
 barrier tables with the real schema: which barrier it reads, the seed-level interval, the exact / nearest
 Table-1 row, and the figure."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from lmcflow.claims.width import TABLE1_ROWS
-from lmcflow.table1 import describe_reference, reference_row, table1_rows
+from lmcflow.paper_table1 import describe_reference, reference_row, table1_rows
 from lmcflow.tables import TABLES, make_frame
 from tests.claim_tables import PAIRS, Noise, table
 

@@ -1,0 +1,54 @@
+"""The config schema ``workflow/schemas/config.schema.yaml`` and the defaults it holds.
+
+Every default of a config key is the ``default:`` of that key in the schema; this module reads them so that
+``lmcflow.config`` (resolution, points) and ``lmcflow.catalog`` (torch-free checks) share one source.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def load_schema() -> dict:
+    import yaml
+
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _resolve_ref(sub: dict, root: dict) -> dict:
+    """A sub-schema with its ``$ref`` (``#/$defs/name``) inlined; local keys (e.g. ``default``) win."""
+    while isinstance(sub, dict) and "$ref" in sub:
+        name = sub["$ref"].rsplit("/", 1)[-1]
+        sub = {**root["$defs"][name], **{k: v for k, v in sub.items() if k != "$ref"}}
+    return sub
+
+
+def fill_defaults(instance: dict, schema: dict, root: dict | None = None) -> dict:
+    """Fill schema ``default:`` values into ``instance`` in place, recursively through nested objects."""
+    root = root or load_schema()
+    schema = _resolve_ref(schema, root)
+    if not isinstance(instance, dict):
+        return instance
+    for key, sub in (schema.get("properties") or {}).items():
+        sub = _resolve_ref(sub, root)
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+        if isinstance(instance.get(key), dict):
+            fill_defaults(instance[key], sub, root)
+    return instance
+
+
+@functools.cache
+def _block_defaults(block: str) -> dict:
+    root = load_schema()
+    return fill_defaults({}, root["$defs"][block], root)
+
+
+def block_defaults(block: str) -> dict:
+    """A copy of the schema defaults of one point block (``model``, ``train``, ``merge``, ``analysis``)
+    or of ``symmetry``."""
+    return copy.deepcopy(_block_defaults(block))
