@@ -1,9 +1,8 @@
 """Claims of the identifiability paper (Bürgin et al., ICML 2026, arXiv 2606.04754).
 
-Trends run over the whole grid: the least-squares slope of the per-value means against log2 of the grid
-values (k, ν), or against the grid rank where the grid contains 0 (σ_F), with a seed-level CI
-(``lmcflow.claims.stats``). Swap costs and accuracies are per model (resampled by seed); matching
-objectives and barriers per seed pair.
+σ_F, intrinsic dimension k and subspace coherence ν against identifiability, swap costs and unaligned
+barriers, and the accuracy cost of symmetry breaking. Swap costs and accuracies are per model (resampled by
+seed); matching objectives and barriers per seed pair. Criteria and thresholds: docs/claims.md.
 """
 from __future__ import annotations
 
