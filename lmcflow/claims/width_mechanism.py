@@ -245,7 +245,9 @@ def cross_transformation_cosine(t: dict, p: dict) -> Outcome:
         "mean_permuted_cos_by_width": means.list("permuted"),
         "mean_cross_ratio_a_by_width": means.list("cross_ratio_a")})
 
+
 def requires_no_normalisation(cid, p, study, points) -> None:
+    """The study's models have no normalisation layers (LEWC's logit decay assumes none)."""
     norms = sorted({q.model.get("norm", "none") for q in points} - {"none"})
     if norms:
         raise ConfigError(f"claims.{cid}: LEWC's logit decay λ^D assumes layers without normalisation (a norm layer "
