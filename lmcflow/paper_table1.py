@@ -70,7 +70,7 @@ def table1_rows(barriers: pd.DataFrame, studies: dict) -> list[dict]:
                 if at.empty:
                     continue
                 sample, _ = pivot(at, ["value"])
-                est = estimate(lambda m: m[0], sample)
+                est = estimate(lambda m: m["value"], sample)
                 rows.append({
                     "study": study, "dataset": info["dataset"], "arch": info["arch"],
                     "bias": bool(info.get("bias", True)), "width": width, "weight_decay": float(wd), "method": method,

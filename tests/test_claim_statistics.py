@@ -4,9 +4,11 @@ import itertools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lmcflow.claims import stats
+from lmcflow.claims.core import pivot
 from lmcflow.claims.stats import Sample, estimate, slope
 from tests.claim_tables import Noise, pair_rows, table, verdict
 
@@ -106,6 +108,27 @@ def test_samples_must_share_seeds():
         estimate(lambda x, y: x[0], a, b)
     a2, b2 = stats.common_seeds(a, b)
     assert a2.seeds == b2.seeds == (0, 1, 2)
+
+
+def test_a_statistic_reads_its_means_by_label():
+    """pivot labels every axis: a statistic names the value column and the cells it reads; a position, a label the
+    table lacks or a positional slice is an error, never a silent read of another cell."""
+    rows = [{"seed": s, "arm": arm, "width": w, "acc": 10 * s + w + (0.5 if arm == "weak" else 0.0), "loss": -w}
+            for s in range(5) for arm in ("weak", "default") for w in (4.0, 1.0)]
+    sample, lab = pivot(pd.DataFrame(rows), ["acc", "loss"], ["arm", "width"], unit="seed")
+    assert lab == {"arm": ["default", "weak"], "width": [1.0, 4.0]}
+    m = sample.cells()
+    assert m["acc", "weak", 4.0] == 24.5 and m["acc", "default", 1.0] == 21.0 and m["loss", "weak", 4.0] == -4.0
+    assert m["acc", "weak"].tolist() == [21.5, 24.5] and m.list("acc", "default", [4.0, 1.0]) == [24.0, 21.0]
+    assert m["loss"].shape == (2, 2) and m["acc", :, 4.0].tolist() == [24.0, 24.5]
+    for bad in ((0,), ("acc", 0, 4.0), ("acc", "strong"), ("acc", "weak", 2.0)):
+        with pytest.raises(KeyError):
+            m[bad]
+    with pytest.raises(KeyError, match="only ':'"):
+        m["acc", "weak", 1:]
+    e = estimate(lambda m: m["acc", "weak", 4.0] - m["acc", "default", 4.0], sample)
+    assert e.value == pytest.approx(0.5) and e.n_seeds == 5
+    assert estimate(lambda m: m["acc", "weak", 4.0], sample.restrict((0, 1, 2, 3))).value == pytest.approx(19.5)
 
 
 def test_trend_axis_uses_log2_or_rank():

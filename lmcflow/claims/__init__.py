@@ -1,10 +1,11 @@
 """Paper claims as verdicts computed from the result tables.
 
 ``core``: the registry, criteria, verdict logic and the claim JSON; ``stats``: seed-level inference
-(delete-one-seed jackknife); ``width`` and ``identifiability``: one module per paper, each claim a
-declarative ``@claim`` entry plus its statistic. Importing the package registers every claim.
+(delete-one-seed jackknife); ``identifiability``, ``width_merging`` and ``width_mechanism``: the claims, each
+a declarative ``@claim`` entry plus its statistic (``width``: what the width paper's claims share).
+Importing the package registers every claim; their criteria: docs/claims.md.
 """
-from lmcflow.claims import identifiability, width  # noqa: F401  (registers the claims)
+from lmcflow.claims import identifiability, width_mechanism, width_merging  # noqa: F401  (registers the claims)
 from lmcflow.claims.core import (
     INCONCLUSIVE,
     NOT_SUPPORTED,

@@ -1,17 +1,9 @@
-"""Claim registry, verdict logic and the one result builder.
+"""Claim registry, verdict logic and the one result builder (results/claims/<id>.json).
 
-A claim is a declarative entry (``@claim(...)``: id, paper, statement, the tables it reads, parameter
-defaults, config requirements, the paper's reported values) plus a statistic function
-``fn(tables, params) -> Outcome``. The function pivots its tables with ``pivot`` into per-seed or
-per-pair ``Sample`` arrays, forms estimates with ``stats.estimate`` and returns them as ``Criterion``s.
-
-Verdict of one criterion (an estimate with its 95% seed-level CI, a side and a threshold): ``supported``
-when the whole CI lies on the claim's side of the threshold, ``not_supported`` when it lies wholly on the
-other side (or touches the threshold from there), else ``inconclusive``. A claim is ``supported`` when
-every criterion is, ``not_supported`` when any is, else ``inconclusive``; with fewer than
-``stats.MIN_SEEDS`` seeds there is no CI and the claim is ``inconclusive`` ("too few seeds"). Criteria of
-``kind="control"`` compare the statistic with a same-run null or control: the claim holds only where it
-beats it.
+A claim is a declarative ``@claim(...)`` entry plus a statistic ``fn(tables, params) -> Outcome`` that
+pivots its tables (``pivot``: a ``stats.Sample`` with labelled axes), forms seed-level estimates and
+returns them as ``Criterion``s. How a criterion and a claim get their verdict: ``Criterion.verdict``,
+``Outcome.verdict`` and docs/claims.md.
 """
 from __future__ import annotations
 
@@ -46,6 +38,8 @@ class Criterion:
 
     @property
     def verdict(self) -> str:
+        """supported: the whole CI on the claim's side of the threshold; not_supported: wholly on the other
+        side (or touching it from there); else, and without a CI, inconclusive."""
         e = self.estimate
         if not e.has_ci():
             return INCONCLUSIVE
@@ -79,6 +73,7 @@ class Outcome:
 
     @property
     def verdict(self) -> str:
+        """``combine`` of the criteria; inconclusive when the data cannot decide (``reason``, e.g. too few seeds)."""
         if self.reason or not self.criteria:
             return INCONCLUSIVE
         return combine(*(t.verdict for t in self.criteria))
@@ -185,7 +180,9 @@ def claim_studies(ccfg: dict) -> list[str]:
 def pivot(df: pd.DataFrame, values, cells=(), unit: str = "pair", seeds=None) -> tuple[stats.Sample, dict]:
     """(Sample, labels): ``values`` of ``df`` by seed (``unit="seed"``, column ``seed``) or seed pair
     (``seed_a``, ``seed_b``) × the sorted values of each ``cells`` column, averaged over all other rows
-    (layers, λ, …). Array shape (n[, n], len(values), *len(labels[c]) for c in cells)."""
+    (layers, λ, …). Array shape (n[, n], len(values), *len(labels[c]) for c in cells); the sample's axes
+    are ``("value", values)`` and ``(c, labels[c])`` for each cell column, so a statistic reads its means
+    by name: ``m["lewc_cos", widest]``."""
     values, cells = list(values), list(cells)
     keys = ["seed"] if unit == "seed" else ["seed_a", "seed_b"]
     if seeds is None:
@@ -205,7 +202,8 @@ def pivot(df: pd.DataFrame, values, cells=(), unit: str = "pair", seeds=None) ->
             arr[tuple(idx) + (vi,) + tuple(cell_idx)] = g[v].to_numpy(float)
             if unit == "pair":
                 arr[tuple(idx[::-1]) + (vi,) + tuple(cell_idx)] = g[v].to_numpy(float)
-    return stats.Sample(tuple(seeds), arr, unit), labels
+    axes = (("value", tuple(values)),) + tuple((c, tuple(labels[c])) for c in cells)
+    return stats.Sample(tuple(seeds), arr, unit, axes), labels
 
 
 def select(df: pd.DataFrame, **equal) -> pd.DataFrame:

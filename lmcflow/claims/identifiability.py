@@ -1,15 +1,14 @@
 """Claims of the identifiability paper (Bürgin et al., ICML 2026, arXiv 2606.04754).
 
-Trends run over the whole grid: the least-squares slope of the per-value means against log2 of the grid
-values (k, ν), or against the grid rank where the grid contains 0 (σ_F), with a seed-level CI
-(``lmcflow.claims.stats``). Swap costs and accuracies are per model (resampled by seed); matching
-objectives and barriers per seed pair.
+σ_F, intrinsic dimension k and subspace coherence ν against identifiability, swap costs and unaligned
+barriers, and the accuracy cost of symmetry breaking. Swap costs and accuracies are per model (resampled by
+seed); matching objectives and barriers per seed pair. Criteria and thresholds: docs/claims.md.
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
+from lmcflow.catalog import check_symmetry
 from lmcflow.claims.core import (
     Criterion,
     NoData,
@@ -22,14 +21,14 @@ from lmcflow.claims.core import (
 )
 from lmcflow.claims.stats import estimate, slope, spearman, trend_axis
 from lmcflow.config import ConfigError
+from lmcflow.metrics import relative_accuracy_barrier
 
 PAPER = "Bürgin et al., ICML 2026 (arXiv 2606.04754)"
 
 
 # --------------------------------------------------------------------------- config requirements
 def requires_sigma_values(cid, p, study, points) -> None:
-    from lmcflow.catalog import check_symmetry  # σ_F as the layers use it (default 1.0 when unset)
-
+    # σ_F as the layers use it (default 1.0 when unset)
     sigmas = {float(check_symmetry(q.model.get("symmetry"))["sigma_f"]) for q in points}
     kinds = {(q.model.get("symmetry") or {}).get("kind", "standard") for q in points}
     if 0.0 not in sigmas or kinds & {"standard", "sigma_asymmetric"}:
@@ -59,10 +58,6 @@ def requires_epochs(cid, p, study, points) -> None:
                           f"its points have {have} (0 = untrained, the paper's arm)")
 
 
-def _curve(m, *index) -> list:
-    return np.asarray(m[index]).tolist()
-
-
 # --------------------------------------------------------------------------- claims
 @claim(id="sigma-f-identity", paper=PAPER,
        statement="As σ_F grows the identity permutation's activation-matching objective rises over the whole σ_F "
@@ -81,21 +76,24 @@ def sigma_f_identity(t: dict, p: dict) -> Outcome:
     sigmas = lab["sigma_f"]
     need(len(sigmas) >= 2 and sigmas[0] == 0.0, "identifiability rows at σ_F = 0 and at least one σ_F > 0")
     x, axis = trend_axis(sigmas)
+    top = sigmas[-1]
     criteria = [
         Criterion("normalized_at_max", f"normalized identity objective (identity − random)/(optimal − random) at "
                                   f"σ_F = {sigmas[-1]:g} (mean over layers)",
-             estimate(lambda m: m[0, -1], sample), ">", p["min_normalized_at_max"],
+             estimate(lambda m: m["identity_normalized", top], sample), ">", p["min_normalized_at_max"],
              "convention: the identity reaches 90% of the way from a random permutation to the optimal one"),
-        Criterion("normalized_at_zero", "normalized identity objective at σ_F = 0", estimate(lambda m: m[0, 0], sample),
-             "<", p["max_normalized_at_zero"], "convention: within 10% of the random-permutation level"),
+        Criterion("normalized_at_zero", "normalized identity objective at σ_F = 0",
+             estimate(lambda m: m["identity_normalized", 0.0], sample), "<", p["max_normalized_at_zero"],
+             "convention: within 10% of the random-permutation level"),
         Criterion("trend", f"slope of the mean normalized identity objective against the σ_F grid {axis}",
-             estimate(lambda m: slope(x, m[0]), sample), ">", 0.0, "paper: identifiability rises with σ_F",
+             estimate(lambda m: slope(x, m["identity_normalized"]), sample), ">", 0.0,
+             "paper: identifiability rises with σ_F",
              kind="trend"),
     ]
-    means = sample.means()
+    means = sample.cells()
     by_layer = df.groupby(["sigma_f", "layer"])[["optimal", "identity", "random_mean"]].mean().reset_index()
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
-        "sigma_f": sigmas, "mean_normalized_by_sigma_f": _curve(means, 0),
+        "sigma_f": sigmas, "mean_normalized_by_sigma_f": means.list("identity_normalized"),
         "mean_by_sigma_f_and_layer": by_layer.to_dict("records")})
 
 
@@ -113,22 +111,23 @@ def sigma_f_unaligned_barrier(t: dict, p: dict) -> Outcome:
     sigmas = lab["sigma_f"]
     need(len(sigmas) >= 2, "fewer than 2 σ_F values")
     x, axis = trend_axis(sigmas)
-    al, un = 0, 1
+    aligned, unaligned, low, high = "activation_matching", "identity", sigmas[0], sigmas[-1]
     criteria = [
         Criterion("trend", f"slope of the mean unaligned {p['definition']} {p['metric']} barrier against the σ_F grid "
-                      f"{axis}", estimate(lambda m: slope(x, m[0, un]), sample), "<", 0.0,
+                      f"{axis}", estimate(lambda m: slope(x, m[col, unaligned]), sample), "<", 0.0,
              "paper: the unaligned barrier falls as σ_F grows", kind="trend"),
         Criterion("remaining_gap_ratio", f"unaligned − aligned barrier at σ_F = {sigmas[-1]:g} as a fraction of "
                                          f"that at "
                                     f"σ_F = {sigmas[0]:g} (ratio of means)",
-             estimate(lambda m: (m[0, un, -1] - m[0, al, -1]) / (m[0, un, 0] - m[0, al, 0]), sample), "<",
+             estimate(lambda m: (m[col, unaligned, high] - m[col, aligned, high])
+                      / (m[col, unaligned, low] - m[col, aligned, low]), sample), "<",
              p["max_gap_ratio"], "convention: at most a quarter of the gap alignment closes at σ_F = 0 remains"),
     ]
-    reported = {"unaligned_drop": estimate(lambda m: m[0, un, 0] - m[0, un, -1], sample)}
-    means = sample.means()
+    reported = {"unaligned_drop": estimate(lambda m: m[col, unaligned, low] - m[col, unaligned, high], sample)}
+    means = sample.cells()
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
-        "sigma_f": sigmas, "mean_unaligned_by_sigma_f": _curve(means, 0, un),
-        "mean_aligned_by_sigma_f": _curve(means, 0, al)})
+        "sigma_f": sigmas, "mean_unaligned_by_sigma_f": means.list(col, unaligned),
+        "mean_aligned_by_sigma_f": means.list(col, aligned)})
 
 
 def _swap_arm(df, p: dict, epochs: int):
@@ -158,17 +157,17 @@ def intrinsic_dimension(t: dict, p: dict) -> Outcome:
         high = p["sigma_f_high"] if p["sigma_f_high"] is not None else sigmas[-1]
         need(0.0 in sigmas and high in sigmas and high > 0 and len(ks) >= 2,
              "swap costs at σ_F = 0 and a σ_F > 0, at ≥ 2 values of k")
-        s0, sh = sigmas.index(0.0), sigmas.index(high)
         x, _ = trend_axis(ks)
-        tail = estimate(lambda m: slope(x, m[0, sh]), sample)
-        ratio = estimate(lambda m: m[2, s0].sum() / m[2, sh].sum(), sample)
-        cheap = estimate(lambda m: slope(x, m[1, sh]), sample)
-        means = sample.means()
-        detail = {"k": ks, "sigma_f_high": high, "mean_q10_relative_by_k": _curve(means, 0, sh),
-                  "mean_frac_cheap_by_k": _curve(means, 1, sh), "mean_swap_cost_by_k": _curve(means, 2, sh),
-                  "mean_swap_cost_by_k_at_sigma0": _curve(means, 2, s0),
-                  "mean_frac_cheap_by_k_at_sigma0": _curve(means, 1, s0),
-                  "spearman_log2_k_vs_q10_relative": spearman(x, means[0, sh])}
+        tail = estimate(lambda m: slope(x, m["swap_q10_relative", high]), sample)
+        ratio = estimate(lambda m: m["swap_mean", 0.0].sum() / m["swap_mean", high].sum(), sample)
+        cheap = estimate(lambda m: slope(x, m["swap_frac_cheap", high]), sample)
+        means = sample.cells()
+        detail = {"k": ks, "sigma_f_high": high, "mean_q10_relative_by_k": means.list("swap_q10_relative", high),
+                  "mean_frac_cheap_by_k": means.list("swap_frac_cheap", high),
+                  "mean_swap_cost_by_k": means.list("swap_mean", high),
+                  "mean_swap_cost_by_k_at_sigma0": means.list("swap_mean", 0.0),
+                  "mean_frac_cheap_by_k_at_sigma0": means.list("swap_frac_cheap", 0.0),
+                  "spearman_log2_k_vs_q10_relative": spearman(x, means["swap_q10_relative", high])}
         return sample, high, tail, ratio, cheap, detail
 
     sample, high, tail, ratio, cheap, detail = parts(p["epochs"])
@@ -212,8 +211,6 @@ def requires_trained(cid, p, study, points) -> None:
 def unaligned_drops(interp: pd.DataFrame, split: str, method: str) -> pd.DataFrame:
     """One row per curve (point, seed pair) of ``interp``: the relative accuracy drop 100·(max(acc_A, acc_B) −
     min_λ acc)/max(acc_A, acc_B) along the path (the authors' ``compute_barrier``, sign flipped: in %)."""
-    from lmcflow.metrics import relative_accuracy_barrier
-
     df = select(interp, split=split, method=method)
     keys = ["point", "dataset", "sigma_f", "epochs", "seed_a", "seed_b"]
     rows = [{**dict(zip(keys, k)), "unaligned_drop": -100.0 * relative_accuracy_barrier(g.lam.to_numpy(float),
@@ -249,20 +246,19 @@ def intrinsic_dimension_lmc(t: dict, p: dict) -> Outcome:
     sigmas, ks = lab["sigma_f"], [int(k) for k in lab["data_k"]]
     high = p["sigma_f_high"] if p["sigma_f_high"] is not None else max(sigmas)
     need(high in sigmas and high > 0 and len(ks) >= 2, "curves at a σ_F > 0, at ≥ 2 values of k")
-    sh = sigmas.index(high)
     x, axis = trend_axis(ks)
     criteria = [Criterion("trend", f"slope of the mean unaligned relative accuracy drop (%, {p['split']}) against "
                                    f"log2 k at σ_F = {high:g} (trained {epochs} epochs)",
-                          estimate(lambda m: slope(x, m[0, sh]), sample), "<", 0.0,
+                          estimate(lambda m: slope(x, m["unaligned_drop", high]), sample), "<", 0.0,
                           "paper: unaligned LMC improves with the intrinsic dimension k", kind="trend")]
-    reported = {f"unaligned_drop_k{k}": estimate(lambda m, j=j: m[0, sh, j], sample) for j, k in enumerate(ks)}
-    means = sample.means()
-    details = {"k": ks, "sigma_f_high": high, "epochs": epochs, "mean_drop_by_k": _curve(means, 0, sh),
+    reported = {f"unaligned_drop_k{int(k)}": estimate(lambda m, k=k: m["unaligned_drop", high, k], sample)
+                for k in lab["data_k"]}
+    means = sample.cells()
+    details = {"k": ks, "sigma_f_high": high, "epochs": epochs, "mean_drop_by_k": means.list("unaligned_drop", high),
                "paper_drop_by_k": {str(k): v for k, v in PAPER_UNALIGNED_DROP.items()}}
     if 0.0 in sigmas:
-        s0 = sigmas.index(0.0)
-        reported["trend_at_sigma0"] = estimate(lambda m: slope(x, m[0, s0]), sample)
-        details["mean_drop_by_k_at_sigma0"] = _curve(means, 0, s0)
+        reported["trend_at_sigma0"] = estimate(lambda m: slope(x, m["unaligned_drop", 0.0]), sample)
+        details["mean_drop_by_k_at_sigma0"] = means.list("unaligned_drop", 0.0)
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, details)
 
 
@@ -279,13 +275,15 @@ def subspace_coherence(t: dict, p: dict) -> Outcome:
     nus = lab["nu"]
     need(len(nus) >= 2, "fewer than 2 ν values")
     x, _ = trend_axis(nus)
+    barrier = p["barrier"]
     criteria = [Criterion("trend", f"slope of the mean {p['barrier']} against log2 ν over all {len(nus)} values",
-                  estimate(lambda m: slope(x, m[0]), sample), "<", 0.0,
+                  estimate(lambda m: slope(x, m[barrier]), sample), "<", 0.0,
                   "paper: higher coherence makes the mask break the symmetry (lower unaligned barrier)", kind="trend")]
-    reported = {"drop_min_to_max_nu": estimate(lambda m: m[0, 0] - m[0, -1], sample)}
-    means = sample.means()
+    reported = {"drop_min_to_max_nu": estimate(lambda m: m[barrier, nus[0]] - m[barrier, nus[-1]], sample)}
+    means = sample.cells()
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
-        "nu": nus, "mean_barrier_by_nu": _curve(means, 0), "spearman_log2_nu_vs_barrier": spearman(x, means[0])})
+        "nu": nus, "mean_barrier_by_nu": means.list(barrier),
+        "spearman_log2_nu_vs_barrier": spearman(x, means[barrier])})
 
 
 @claim(id="identifiability-tradeoff", paper=PAPER,
@@ -298,27 +296,25 @@ def identifiability_tradeoff(t: dict, p: dict) -> Outcome:
     std, broken = runs[runs.symmetry == "standard"], runs[runs.symmetry != "standard"]
     need(len(std) and len(broken), "the study needs standard and symmetry-breaking runs")
     high = float(broken.sigma_f.max())
-    both = pd.concat([std.assign(arm=0), broken[broken.sigma_f == high].assign(arm=1)])
-    cols = [p["metric"], "train_acc", "train_loss", "test_loss", "train_loss_late_drop"]
-    sample, lab = pivot(both, list(dict.fromkeys(cols)), ["arm"], unit="seed")
-    need(lab["arm"] == [0, 1], "standard and broken runs of the same seeds")
-    k = {c: i for i, c in enumerate(dict.fromkeys(cols))}
-    m, tr, late = k[p["metric"]], k["train_acc"], k["train_loss_late_drop"]
+    both = pd.concat([std.assign(arm="standard"), broken[broken.sigma_f == high].assign(arm="broken")])
+    cols = list(dict.fromkeys([p["metric"], "train_acc", "train_loss", "test_loss", "train_loss_late_drop"]))
+    sample, lab = pivot(both, cols, ["arm"], unit="seed")
+    need(lab["arm"] == ["broken", "standard"], "standard and broken runs of the same seeds")
+    metric, late = p["metric"], "train_loss_late_drop"
     converged = Criterion("standard_converged", "decrease of the standard network's training loss over the last fifth "
                                            "of the epochs (nats)",
-                     estimate(lambda v: v[late, 0], sample), "<", p["max_late_loss_drop"],
+                     estimate(lambda v: v[late, "standard"], sample), "<", p["max_late_loss_drop"],
                      "convention: the training loss moves less than 0.01 nats over the last fifth of training")
     criteria = [Criterion("drop", f"{p['metric']} of the standard network minus the symmetry-broken one at "
                                   f"σ_F = {high:g}",
-                  estimate(lambda v: v[m, 0] - v[m, 1], sample), ">", p["min_drop"],
+                  estimate(lambda v: v[metric, "standard"] - v[metric, "broken"], sample), ">", p["min_drop"],
                   "paper: strong symmetry breaking limits the features a network learns within a norm budget")]
     reported = {"standard_converged": converged.estimate,
-                "train_acc_drop": estimate(lambda v: v[tr, 0] - v[tr, 1], sample),
-                "broken_late_loss_drop": estimate(lambda v: v[late, 1], sample)}
-    means = sample.means()
+                "train_acc_drop": estimate(lambda v: v["train_acc", "standard"] - v["train_acc", "broken"], sample),
+                "broken_late_loss_drop": estimate(lambda v: v[late, "broken"], sample)}
+    means = sample.cells()
     out = Outcome(criteria, sample.n_seeds, 0, reported, {
-        "sigma_f_high": high, "mean": {c: {"standard": float(means[i, 0]), "broken": float(means[i, 1])}
-                                       for c, i in k.items()},
+        "sigma_f_high": high, "mean": {c: {arm: float(means[c, arm]) for arm in ("standard", "broken")} for c in cols},
         "convergence": converged.as_dict()})
     if sample.n_seeds >= 4 and converged.verdict != "supported":
         out.reason = (f"the standard network has not converged: its training loss fell by "

@@ -1,31 +1,9 @@
-r"""Seed-level inference for claim statistics.
+"""Seed-level inference for claim statistics: the delete-one-seed jackknife over trained models.
 
-The unit of resampling is the trained model, named by its seed. Claims read two kinds of tables:
-
-* per-model tables (``runs``, ``swap_costs``; a model's weight ranks): one value per seed;
-* per-pair tables (``barriers``, ``layer_metrics``, ``identifiability``, …): one value h(i, j) for every
-  pair of seeds i < j. All pairs share models — each seed is in n − 1 of them — so the mean over pairs is
-  a U-statistic of order 2 (Hoeffding 1948), and a bootstrap or t-interval over pairs treats dependent
-  values as independent: with per-seed effects (one model that merges badly with every other) it
-  understates the uncertainty by a factor that grows with n (see /tests/test_claim_statistics.py).
-
-A claim statistic T is a smooth function g of the means (over the seeds, or over the pairs among the
-seeds) of a few per-model or per-pair quantities: a value at the widest width, a difference of two arms,
-a ratio of pooled means, a least-squares slope of the per-grid-value means. Its confidence interval is
-the **delete-one-seed jackknife** (Quenouille 1956; Tukey 1958) with a t quantile on n − 1 degrees of
-freedom:
-
-    T_(k)  = g(means over the seeds S \ {k}, or over the pairs among them)      k = 1 … n
-    se²    = (n − 1)/n · Σ_k (T_(k) − mean_k T_(k))²
-    CI     = T ± t_{n−1, 0.975} · se
-
-Dropping seed k drops every pair that contains it, so the jackknife resamples models, not pairs; for
-U-statistics and smooth functions of them the jackknife variance is consistent (Arvesen 1969, "Jackknifing
-U-statistics", Ann. Math. Statist. 40:2076–2100) and, by the Efron–Stein inequality, biased upwards in
-finite samples (a conservative interval). With fewer than ``MIN_SEEDS`` seeds no interval is given: a
-claim is then ``inconclusive`` with the reason "too few seeds". The simulation in
-tests/test_claim_statistics.py checks the coverage at 5 and 8 seeds (per-seed random effects plus pair
-noise, known truth).
+``Sample``: per-seed or per-seed-pair values with labelled cell axes (``Cells``: means looked up by name);
+``estimate``: a statistic of the means and its 95% interval (none below ``MIN_SEEDS`` seeds); trend
+helpers ``trend_axis``, ``slope``, ``spearman``. Why the unit is the seed and not the pair, and the
+estimator's formula and references: docs/claims.md.
 """
 from __future__ import annotations
 
@@ -40,14 +18,50 @@ LEVEL = 0.95
 CI_METHOD = "delete-one-seed jackknife, t quantile on n_seeds - 1 df (Arvesen 1969)"
 
 
+class Cells:
+    """Means of a sample's cells looked up by label: ``m["lewc_cos", 4.0]`` is the mean of column
+    ``lewc_cos`` at width 4. One key per axis (the value columns, then each cell column, as ``Sample.axes``
+    names them): a label, a list of labels, or ``:`` for the whole axis; trailing axes stay whole. Returns
+    numpy values."""
+
+    def __init__(self, values: np.ndarray, axes: tuple):
+        self.values, self.axes = values, axes
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) > len(self.axes):
+            raise IndexError(f"{len(key)} keys for axes {[name for name, _ in self.axes]}")
+        return self.values[tuple(_position(axis, k) for axis, k in zip(self.axes, key))]
+
+    def list(self, *key) -> list:
+        """``self[key]`` as a (nested) Python list, for a claim's details."""
+        return np.asarray(self[key]).tolist()
+
+
+def _position(axis: tuple, key):
+    name, labels = axis
+    if isinstance(key, slice):
+        if key != slice(None):
+            raise KeyError(f"axis {name}: only ':' slices an axis; name its labels instead")
+        return key
+    if isinstance(key, (list, np.ndarray)):
+        return [_position(axis, k) for k in key]
+    try:
+        return labels.index(key)
+    except ValueError:
+        raise KeyError(f"axis {name} has no label {key!r}; its labels: {list(labels)}") from None
+
+
 @dataclass(frozen=True)
 class Sample:
     """Values indexed by seed (``unit == "seed"``: shape (n, *cells)) or by seed pair (``unit == "pair"``:
-    shape (n, n, *cells), symmetric, NaN on the diagonal and where a pair has no value)."""
+    shape (n, n, *cells), symmetric, NaN on the diagonal and where a pair has no value). ``axes``: the name
+    and labels of each cell axis, ((name, labels), …); with them a statistic reads ``Cells``."""
 
     seeds: tuple
     values: np.ndarray
     unit: str
+    axes: tuple = ()
 
     @property
     def n_seeds(self) -> int:
@@ -74,11 +88,16 @@ class Sample:
             warnings.simplefilter("ignore", category=RuntimeWarning)  # all-NaN cells stay NaN
             return np.nanmean(rows, axis=0)
 
+    def cells(self, keep: np.ndarray | None = None):
+        """``means(keep)`` as ``Cells`` (looked up by label) when the sample has labelled axes."""
+        m = self.means(keep)
+        return Cells(m, self.axes) if self.axes else m
+
     def restrict(self, seeds) -> Sample:
         """The same values for a subset of the seeds (in the given order)."""
         pos = [self.seeds.index(s) for s in seeds]
         vals = self.values[pos] if self.unit == "seed" else self.values[np.ix_(pos, pos)]
-        return Sample(tuple(seeds), vals, self.unit)
+        return Sample(tuple(seeds), vals, self.unit, self.axes)
 
 
 def common_seeds(*samples: Sample) -> list[Sample]:
@@ -113,18 +132,19 @@ def t_quantile(level: float, df: int) -> float:
 
 
 def estimate(fn, *samples: Sample, level: float = LEVEL) -> Estimate:
-    """T = fn(means of each sample) and its delete-one-seed jackknife interval (NaN below MIN_SEEDS seeds).
+    """T = fn(means of each sample, as ``Cells``) and its delete-one-seed jackknife interval (NaN below
+    MIN_SEEDS seeds).
 
     All samples must be indexed by the same seeds (``common_seeds``)."""
     seeds = samples[0].seeds
     if any(s.seeds != seeds for s in samples):
         raise ValueError("estimate: samples are indexed by different seeds; align them with common_seeds")
-    value = float(fn(*[s.means() for s in samples]))
+    value = float(fn(*[s.cells() for s in samples]))
     n = len(seeds)
     if n < MIN_SEEDS or not math.isfinite(value):
         return Estimate(value, math.nan, math.nan, n)
     everyone = np.arange(n)
-    loo = np.array([float(fn(*[s.means(np.delete(everyone, k)) for s in samples])) for k in range(n)])
+    loo = np.array([float(fn(*[s.cells(np.delete(everyone, k)) for s in samples])) for k in range(n)])
     if not np.all(np.isfinite(loo)):
         return Estimate(value, math.nan, math.nan, n)
     se = math.sqrt((n - 1) / n * float(np.sum((loo - loo.mean()) ** 2)))
@@ -155,7 +175,7 @@ def slope(x: np.ndarray, y: np.ndarray) -> float:
 
 def spearman(x, y) -> float:
     """Spearman rank correlation of two short sequences (ties averaged); NaN if either is constant."""
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # lazy, as in t_quantile
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0 or not np.all(np.isfinite(y)):

@@ -1,0 +1,340 @@
+"""The width paper's mechanism claims (Ito et al., ICLR 2026): LEWC, weak additivity, reciprocal orthogonality,
+low rank, the cross-transformation cosine, active-neuron overlap and the logit-norm decay.
+
+They read ``layer_metrics`` of the unaligned pairs (method ``identity``), per pair averaged over hidden layers
+≥ ``min_layer``, each against a same-run control stored beside it; ``logit-norm-decay`` reads
+``interpolation``. Why those layers and λ, and each claim's control and thresholds: docs/claims.md.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lmcflow.claims.core import Criterion, Outcome, claim, need, pivot, select
+from lmcflow.claims.stats import estimate, slope, trend_axis
+from lmcflow.claims.width import (
+    MECH,
+    PAPER,
+    WD,
+    fitted_decay_exponent,
+    interior,
+    layer_rows,
+    lewc_logit_ratio,
+    n_weight_layers,
+    over_widths,
+    requires_mechanism,
+    widest_common,
+    with_arms,
+)
+from lmcflow.config import ConfigError
+
+NULL_SOURCE = "null: the same cosine with the pairing of samples between A and B shuffled (layer_metrics)"
+
+
+@claim(id="lewc", paper=PAPER,
+       statement="Without permutation, the layer-wise exponentially weighted connectivity (LEWC) cosine "
+                 "cos(f_l(θ_λ), λ^l f_l(θ_A) + (1−λ)^l f_l(θ_B)) rises with width toward 1, and at the widest "
+                 "width holds at every interior λ ≠ ½, beats the same cosine with the sample pairing of A and B "
+                 "shuffled, exceeds the LLFC form cos(f_l(θ_λ), λ f_l(θ_A) + (1−λ) f_l(θ_B)), and exceeds the "
+                 "LEWC cosine of A with a random perturbation of A as far away as B (it is not flatness; layers "
+                 "l ≥ 2).",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_mechanism("weight_decay", lam=False, interior=True),),
+       defaults={**MECH, "min_layer": 2, "min_lewc_widest": 0.9, "min_gain_over_shuffled": 0.5,
+                 "min_gap_over_llfc": 0.0, "min_gap_over_perturbed": 0.0})
+def lewc(t: dict, p: dict) -> Outcome:
+    df = interior(layer_rows(t, p, p["weight_decay"]))
+    sample, lab = pivot(df, ["lewc_cos", "lewc_cos_shuffled", "llfc_cos", "lewc_cos_perturbed"], ["width", "lam_paper"])
+    widths, lams = lab["width"], lab["lam_paper"]
+    need(len(widths) >= 2 and lams, f"LEWC rows at ≥ 2 widths, layers ≥ {p['min_layer']}, interior λ ≠ ½")
+    x, _ = trend_axis(widths)
+    widest = widths[-1]
+
+    def gain(m):  # fraction of the null's shortfall from a perfect cosine that LEWC closes, worst λ
+        null = m["lewc_cos_shuffled", widest]
+        return np.min((m["lewc_cos", widest] - null) / (1 - null))
+
+    criteria = [
+        Criterion("lewc_widest", f"LEWC cosine at the widest width {widths[-1]:g}, worst interior λ "
+                            f"(min over λ ∈ {lams} of the mean over layers ≥ {p['min_layer']})",
+             estimate(lambda m: m["lewc_cos", widest].min(), sample), ">", p["min_lewc_widest"],
+             "convention: a cosine of 0.9 (the paper: LEWC approaches 1 with width)"),
+        Criterion("gain_over_shuffled", "(LEWC − null)/(1 − null) at the widest width, worst λ; null = the LEWC target "
+                                   "built from the dominant model's features on shuffled samples",
+             estimate(gain, sample), ">", p["min_gain_over_shuffled"],
+             NULL_SOURCE + "; convention: LEWC closes over half of the null's gap to 1", kind="control",
+             control="shuffled sample pairing"),
+        Criterion("lewc_minus_llfc", "LEWC − LLFC cosine at the widest width, worst λ",
+             estimate(lambda m: np.min(m["lewc_cos", widest] - m["llfc_cos", widest]), sample),
+             ">", p["min_gap_over_llfc"],
+             "paper: LEWC, not LLFC, describes the merged features without permutation", kind="control",
+             control="LLFC"),
+        Criterion("lewc_minus_perturbed", "LEWC cosine of A and B minus that of A and a random perturbation of A as "
+                                          "far away as B (per parameter tensor ‖δ‖ = ‖θ_B − θ_A‖), at the widest "
+                                          "width, worst λ",
+             estimate(lambda m: np.min(m["lewc_cos", widest] - m["lewc_cos_perturbed", widest]), sample),
+             ">", p["min_gap_over_perturbed"],
+             "control (layer_metrics.lewc_cos_perturbed): LEWC is not flatness; a merge that works because any point "
+             "at that distance would (a flat landscape) gives the random direction the same cosine",
+             kind="control", control="random perturbation of A of the size of θ_B − θ_A"),
+        Criterion("trend", "slope of the worst-λ LEWC cosine against log2 width, over all widths",
+             estimate(lambda m: slope(x, m["lewc_cos"].min(axis=1)), sample), ">", 0.0, "paper: LEWC rises with width",
+             kind="trend"),
+    ]
+    means = sample.cells()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
+        "widths": widths, "lambdas": lams, "mean_lewc_by_width_and_lambda": means.list("lewc_cos"),
+        "mean_lewc_shuffled_by_width_and_lambda": means.list("lewc_cos_shuffled"),
+        "mean_llfc_by_width_and_lambda": means.list("llfc_cos"),
+        "mean_lewc_perturbed_by_width_and_lambda": means.list("lewc_cos_perturbed")})
+
+
+@claim(id="weak-additivity", paper=PAPER,
+       statement="ReLU is weakly additive on the two models' pre-activations: at the widest width "
+                 "cos(σ(½z̃_A(x) + ½z̃_B(x)), ½σ(z̃_A(x)) + ½σ(z̃_B(x))) exceeds the same cosine for pre-activations "
+                 "of unrelated inputs (the pairing of samples between A and B shuffled: the independent baseline).",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_mechanism("weight_decay"),),
+       defaults={**MECH, "lam": 0.5, "min_layer": 1, "min_gain_over_shuffled": 0.0})
+def weak_additivity(t: dict, p: dict) -> Outcome:
+    df = layer_rows(t, p, p["weight_decay"], p["lam"])
+    sample, widths, x = over_widths(df, ["weak_additivity", "weak_additivity_shuffled", "weak_additivity_gaussian"],
+                                    f"weak-additivity rows at ≥ 2 widths at λ = {p['lam']}")
+    widest = widths[-1]
+    criteria = [Criterion("gain_over_shuffled", f"weak-additivity cosine minus its shuffled-pairing null at the "
+                                                f"widest width "
+                                        f"{widths[-1]:g} (λ = {p['lam']}, layers ≥ {p['min_layer']})",
+                  estimate(lambda m: m["weak_additivity", widest] - m["weak_additivity_shuffled", widest], sample),
+                  ">", p["min_gain_over_shuffled"],
+                  NULL_SOURCE, kind="control", control="shuffled sample pairing")]
+    reported = {"weak_additivity_widest": estimate(lambda m: m["weak_additivity", widest], sample),
+                "shuffled_widest": estimate(lambda m: m["weak_additivity_shuffled", widest], sample),
+                "trend_log2_width": estimate(lambda m: slope(x, m["weak_additivity"]), sample)}
+    means = sample.cells()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
+        "widths": widths, "mean_by_width": means.list("weak_additivity"),
+        "mean_shuffled_by_width": means.list("weak_additivity_shuffled"),
+        "gaussian_reference": float(np.nanmean(means["weak_additivity_gaussian"]))})
+
+
+@claim(id="reciprocal-orthogonality", paper=PAPER,
+       statement="Reciprocal orthogonality: the cross terms W_A z_B and W_B z_A are small against W_A z_A and "
+                 "W_B z_B at the widest width, the cross-norm ratio falls over the whole width grid, and it is no "
+                 "larger than what each model gives against a randomly permuted copy of itself (the "
+                 "orthogonality that low rank alone explains).",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_mechanism("weight_decay"),),
+       defaults={**MECH, "lam": 0.5, "min_layer": 2, "max_ratio_widest": 0.5, "max_excess_over_permuted": 0.1})
+def reciprocal_orthogonality(t: dict, p: dict) -> Outcome:
+    df = layer_rows(t, p, p["weight_decay"], p["lam"]).assign(
+        cross_ratio=lambda d: (d.cross_ratio_a + d.cross_ratio_b) / 2,
+        cross_ratio_permuted=lambda d: (d.cross_ratio_permuted_a + d.cross_ratio_permuted_b) / 2)
+    sample, widths, x = over_widths(df, ["cross_ratio", "cross_ratio_permuted", "cross_cos"],
+                                    f"cross-norm ratios at ≥ 2 widths with layers ≥ {p['min_layer']}")
+    widest = widths[-1]
+    criteria = [
+        Criterion("ratio_widest", f"cross-norm ratio ½(‖W_A z_B‖/‖W_A z_A‖ + ‖W_B z_A‖/‖W_B z_B‖) at the widest width "
+                             f"{widths[-1]:g} (layers ≥ {p['min_layer']})",
+             estimate(lambda m: m["cross_ratio", widest], sample), "<", p["max_ratio_widest"],
+             "convention: W_A z_B ≈ 0 read as a cross term at most half the size of the own term"),
+        Criterion("trend", "slope of the mean cross-norm ratio against log2 width, over all widths",
+             estimate(lambda m: slope(x, m["cross_ratio"]), sample),
+             "<", 0.0, "paper: the cross terms shrink as width grows",
+             kind="trend"),
+        Criterion("excess_over_permuted", "cross-norm ratio minus the ratio of each model against a randomly permuted "
+                                     "copy of itself, ½(‖W_A P z_A‖/‖W_A z_A‖ + ‖W_B P' z_B‖/‖W_B z_B‖), at the "
+                                     "widest width",
+             estimate(lambda m: m["cross_ratio", widest] - m["cross_ratio_permuted", widest], sample),
+             "<", p["max_excess_over_permuted"],
+             "control (direction: not above): a permuted copy has the model's own activity at random units, the "
+             "orthogonality low rank alone gives; a pair above it by more than the convention 0.1 has cross "
+             "terms low rank does not explain (an untrained or unrelated B: full-rank W_B)",
+             kind="control", control="each model against a randomly permuted copy of itself"),
+    ]
+    means = sample.cells()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
+        "widths": widths, "mean_ratio_by_width": means.list("cross_ratio"),
+        "mean_permuted_ratio_by_width": means.list("cross_ratio_permuted"),
+        "mean_cross_cos_by_width": means.list("cross_cos")})
+
+
+@claim(id="low-rank", paper=PAPER,
+       statement="Weight decay makes the hidden weights relatively low-rank: the relative effective rank falls over "
+                 "the whole width grid under the default weight decay, and at the widest width it is below that of "
+                 "the weak weight-decay arm (weak decay raises the rank) and clearly below that of an unstructured "
+                 "(random Gaussian) matrix of the same shape. A pair counts with its less low-rank model.",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True,
+       selects={"weight_decay": "train.weight_decay", "weak_weight_decay": "train.weight_decay"},
+       requires=(requires_mechanism("weight_decay", "weak_weight_decay"),),
+       defaults={**MECH, "weak_weight_decay": 1.0e-4, "lam": 0.5, "min_layer": 2, "max_rank_gap": 0.0,
+                 "max_fraction_of_random": 0.9})
+def low_rank(t: dict, p: dict) -> Outcome:
+    df = with_arms(p, lambda wd: layer_rows(t, p, wd, p["lam"])).assign(
+        erank_rel=lambda d: np.maximum(d.erank_rel_a, d.erank_rel_b),
+        rank99_frac=lambda d: np.maximum(d.rank99_frac_a, d.rank99_frac_b))
+    need(len(df), f"weight ranks of layers ≥ {p['min_layer']}")
+    wmax = widest_common(df)
+    sample, lab = pivot(df, ["erank_rel", "rank99_frac", "erank_rel_random"], ["arm", "width"])
+    widths = lab["width"]
+    need(lab["arm"] == ["default", "weak"], "both weight-decay arms")
+    default_widths = sorted(set(df[df.arm == "default"].width))
+    need(len(default_widths) >= 2, "the default arm at ≥ 2 widths")
+    x, _ = trend_axis(default_widths)
+    criteria = [
+        Criterion("default_minus_weak", f"relative effective rank erank/min(shape) (the pair's larger; layers ≥ "
+                                   f"{p['min_layer']}) at width {wmax:g}: default − weak weight decay",
+             estimate(lambda m: m["erank_rel", "default", wmax] - m["erank_rel", "weak", wmax], sample),
+             "<", p["max_rank_gap"],
+             "control, paper: weak weight decay raises the rank", kind="control", control="weak weight-decay arm"),
+        Criterion("fraction_of_random", f"relative effective rank (default arm) at width {wmax:g} as a fraction of "
+                                   f"that of a random Gaussian matrix of the same shape",
+             estimate(lambda m: m["erank_rel", "default", wmax] / m["erank_rel_random", "default", wmax], sample),
+             "<", p["max_fraction_of_random"],
+             "null: an unstructured weight (untrained, or memorising shuffled labels, sits at ≈ 1); convention: "
+             "'low rank' means at least 10% below it", kind="control", control="random matrix of the same shape"),
+        Criterion("trend", "slope of the relative effective rank (default arm) against log2 width, over all widths",
+             estimate(lambda m: slope(x, m["erank_rel", "default", default_widths]), sample), "<", 0.0,
+             "paper: the weights become relatively low-rank as width grows", kind="trend"),
+    ]
+    reported = {"erank_rel_default_widest": estimate(lambda m: m["erank_rel", "default", wmax], sample),
+                "erank_rel_weak_widest": estimate(lambda m: m["erank_rel", "weak", wmax], sample),
+                "rank99_frac_default_minus_weak": estimate(
+                    lambda m: m["rank99_frac", "default", wmax] - m["rank99_frac", "weak", wmax], sample)}
+    means = sample.cells()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
+        "widths": widths, "width_compared": wmax,
+        "mean_erank_rel_by_width": {arm: means.list("erank_rel", arm) for arm in ("default", "weak")},
+        "mean_rank99_frac_by_width": {arm: means.list("rank99_frac", arm) for arm in ("default", "weak")},
+        "random_matrix_erank_rel_by_width": means.list("erank_rel_random", "default")})
+
+
+@claim(id="cross-transformation-cosine", paper=PAPER,
+       statement="The merged layer acts on the merged input like the sum of the two models' own layers: the "
+                 "cross-transformation cosine cos((W_A + W_B)(z_A + z_B), W_A z_A + W_B z_B) of the paper's "
+                 "orthogonality figure rises over the whole width grid toward 1, is near 1 at the widest width, and "
+                 "is no lower than what each model gives with a randomly relabelled copy of itself (layers l ≥ 2).",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_mechanism("weight_decay"),),
+       defaults={**MECH, "lam": 0.5, "min_layer": 2, "min_cos_widest": 0.9, "max_shortfall_vs_permuted": 0.05})
+def cross_transformation_cosine(t: dict, p: dict) -> Outcome:
+    df = layer_rows(t, p, p["weight_decay"], p["lam"]).assign(
+        permuted=lambda d: (d.cross_transform_cos_permuted_a + d.cross_transform_cos_permuted_b) / 2)
+    sample, widths, x = over_widths(df, ["cross_transform_cos", "permuted", "cross_ratio_a"],
+                                    f"cross-transformation cosines at ≥ 2 widths with layers ≥ {p['min_layer']}")
+    widest = widths[-1]
+    criteria = [
+        Criterion("cos_widest", f"cross-transformation cosine at the widest width {widths[-1]:g} (mean over layers "
+                                f"≥ {p['min_layer']})", estimate(lambda m: m["cross_transform_cos", widest], sample),
+                  ">", p["min_cos_widest"],
+                  "convention: a cosine of 0.9, as for LEWC (the paper: the cosine goes to 1 with width)"),
+        Criterion("trend", "slope of the mean cross-transformation cosine against log2 width, over all widths",
+                  estimate(lambda m: slope(x, m["cross_transform_cos"]), sample),
+                  ">", 0.0, "paper: the cosine rises with width",
+                  kind="trend"),
+        Criterion("shortfall_vs_permuted", "cosine of each model with a randomly relabelled copy of itself minus the "
+                                           "pair's cosine, at the widest width",
+                  estimate(lambda m: m["permuted", widest] - m["cross_transform_cos", widest], sample),
+                  "<", p["max_shortfall_vs_permuted"],
+                  "control (direction: not below): the relabelled copy gives the cosine the model's own low rank "
+                  "explains; a pair more than the convention 0.05 below it has cross terms low rank does not "
+                  "explain (an untrained or unrelated B)", kind="control",
+                  control="each model against a randomly relabelled copy of itself"),
+    ]
+    means = sample.cells()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
+        "widths": widths, "mean_cos_by_width": means.list("cross_transform_cos"),
+        "mean_permuted_cos_by_width": means.list("permuted"),
+        "mean_cross_ratio_a_by_width": means.list("cross_ratio_a")})
+
+
+def requires_no_normalisation(cid, p, study, points) -> None:
+    """The study's models have no normalisation layers (LEWC's logit decay assumes none)."""
+    norms = sorted({q.model.get("norm", "none") for q in points} - {"none"})
+    if norms:
+        raise ConfigError(f"claims.{cid}: LEWC's logit decay λ^D assumes layers without normalisation (a norm layer "
+                          f"re-estimated at every λ rescales each layer); study {study!r} uses model.norm {norms}")
+
+
+@claim(id="logit-norm-decay", paper=PAPER,
+       statement="Along the plain-average path the logits shrink as LEWC predicts, ‖z(θ_λ)‖ ≈ (λ^D + (1−λ)^D) × the "
+                 "endpoints' norm for D weight layers (which is why the raw loss barrier is large and temperature "
+                 "calibration removes it), and the fitted inverse temperature β undoes the decay: at the widest width "
+                 "the exponent fitted to the logit norms along λ is within one layer of D, and β(½)·‖z(θ_½)‖ is "
+                 "within a factor 2 of the endpoints' β·‖z‖.",
+       tables=("interpolation",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_no_normalisation,),
+       defaults={"method": "identity", "split": "test", "weight_decay": 3.0e-3, "max_exponent_error": 1.0,
+                 "max_log2_compensation_error": 1.0})
+def logit_norm_decay(t: dict, p: dict) -> Outcome:
+    df = select(t["interpolation"], method=p["method"], split=p["split"], weight_decay=p["weight_decay"])
+    need(len(df), f"{p['method']} {p['split']} interpolation rows at weight decay {p['weight_decay']}")
+    layers = {n_weight_layers(a, d) for a, d in zip(df.arch, df.depth)}
+    need(len(layers) == 1, f"one architecture per study, got weight-layer counts {sorted(layers)}")
+    depth = layers.pop()
+    widths = sorted(set(df.width))
+    need(len(widths) >= 2, "interpolation rows at ≥ 2 widths")
+    wide = df[np.isclose(df.width, widths[-1])].assign(scaled=lambda d: d.beta * d.logit_norm)
+    sample, lab = pivot(wide, ["logit_norm", "scaled", "beta"], ["lam"])
+    lams = np.asarray(lab["lam"], dtype=float)
+    need(len(lams) >= 3 and lams[0] == 0 and lams[-1] == 1 and np.any(np.isclose(lams, 0.5)),
+         "a λ grid with 0, ½ and 1")
+    mid = lab["lam"][int(np.argmin(np.abs(lams - 0.5)))]  # the λ nearest ½
+
+    def relative(m, column, lam=slice(None)):  # the curve (at lam) relative to the mean of its endpoints
+        return m[column, lam] / (0.5 * (m[column, 0.0] + m[column, 1.0]))
+
+    criteria = [
+        Criterion("exponent_error", f"fitted decay exponent D̂ of the mean logit norm along λ ({p['split']}, width "
+                                    f"{widths[-1]:g}) minus LEWC's D = {depth}",
+                  estimate(lambda m: fitted_decay_exponent(lams, relative(m, "logit_norm")) - depth, sample), "within",
+                  p["max_exponent_error"],
+                  "paper: LEWC scales the logits by λ^D + (1−λ)^D; convention: within one layer"),
+        Criterion("log2_compensation", "log2 of β(½)·‖z(θ_½)‖ over the endpoints' mean β·‖z‖: how far calibration "
+                                       "leaves the midpoint's logit scale from the endpoints'",
+                  estimate(lambda m: np.log2(relative(m, "scaled", mid)), sample), "within",
+                  p["max_log2_compensation_error"],
+                  "paper: temperature calibration undoes the decay; convention: within a factor 2"),
+    ]
+    reported = {"midpoint_norm_ratio": estimate(lambda m: relative(m, "logit_norm", mid), sample),
+                "midpoint_beta_ratio": estimate(lambda m: relative(m, "beta", mid), sample)}
+    means = sample.cells()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
+        "width": widths[-1], "weight_layers": depth, "lambdas": lams.tolist(),
+        "mean_norm_ratio_by_lambda": relative(means, "logit_norm").tolist(),
+        "lewc_prediction_by_lambda": lewc_logit_ratio(lams, depth).tolist(),
+        "mean_calibrated_norm_ratio_by_lambda": relative(means, "scaled").tolist()})
+
+
+@claim(id="active-neuron-overlap", paper=PAPER,
+       statement="Wide models use different neurons: at the widest width the Jaccard index of the two models' active "
+                 "units (second moment above τ × the layer's largest) is small, it falls over the whole width grid, "
+                 "and it is no larger than for active sets of the same sizes placed independently at random "
+                 "(unaligned neurons do not share units beyond chance).",
+       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+       requires=(requires_mechanism("weight_decay"),),
+       defaults={**MECH, "lam": 0.5, "min_layer": 1, "max_jaccard_widest": 0.5, "max_excess_over_independent": 0.05})
+def active_neuron_overlap(t: dict, p: dict) -> Outcome:
+    df = layer_rows(t, p, p["weight_decay"], p["lam"])
+    sample, widths, x = over_widths(df, ["active_jaccard", "active_jaccard_independent", "frac_active_a"],
+                                    f"active-unit overlaps at ≥ 2 widths with layers ≥ {p['min_layer']}")
+    widest = widths[-1]
+    criteria = [
+        Criterion("jaccard_widest", f"Jaccard index of the active units at the widest width {widths[-1]:g} (mean over "
+                                    f"layers ≥ {p['min_layer']})",
+                  estimate(lambda m: m["active_jaccard", widest], sample), "<", p["max_jaccard_widest"],
+                  "convention: fewer than half of the units active in either model are active in both"),
+        Criterion("trend", "slope of the mean Jaccard index against log2 width, over all widths",
+                  estimate(lambda m: slope(x, m["active_jaccard"]), sample), "<", 0.0,
+                  "paper: active neurons stop overlapping as width grows", kind="trend"),
+        Criterion("excess_over_independent", "Jaccard index minus that of independently placed active sets of the same "
+                                             "sizes, at the widest width",
+                  estimate(lambda m: m["active_jaccard", widest] - m["active_jaccard_independent", widest], sample),
+                  "<", p["max_excess_over_independent"],
+                  "null (layer_metrics.active_jaccard_independent): chance overlap of sets of these sizes; "
+                  "convention: at most 0.05 above it", kind="control",
+                  control="independent placement of the active sets"),
+    ]
+    means = sample.cells()
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
+        "widths": widths, "mean_jaccard_by_width": means.list("active_jaccard"),
+        "mean_independent_jaccard_by_width": means.list("active_jaccard_independent"),
+        "mean_active_fraction_a_by_width": means.list("frac_active_a")})
