@@ -66,9 +66,12 @@ def _config_facts(config: str) -> dict:
 
 
 def _mentions(pattern: str):
-    """(doc, line, config, match) for every match of ``pattern`` after a config name on the same line."""
+    """(doc, line, config, match) for every match of ``pattern`` after a config name in the same paragraph (or
+    table row): the config named last before it."""
     for doc in DOCS:
-        for line in doc.read_text().splitlines():
+        text = doc.read_text()
+        chunks = re.split(r"\n\s*\n|\n(?=\||\s*[*-] )", text)
+        for line in (" ".join(chunk.split()) for chunk in chunks):
             configs = list(re.finditer(r"(?:config/)?(\w+\.yaml)", line))
             for m in re.finditer(pattern, line):
                 before = [c.group(1) for c in configs if c.start() < m.start() and c.group(1) in CONFIGS]
@@ -247,3 +250,51 @@ HISTORY = re.compile(r"before bundling|earlier run|the run before|old setup|old 
 def test_docs_state_what_is_not_what_was(doc):
     hits = [line for line in doc.read_text().splitlines() if HISTORY.search(line)]
     assert not hits, f"{doc.relative_to(REPO)}: history belongs in CHANGELOG.md: {hits}"
+
+
+def _schema_defaults() -> dict[str, dict]:
+    """Per config/README.md section, the schema ``default:`` of each key that has one."""
+    root = load_schema()
+    defs = {DISPLAY.get(k, k): v for k, v in root["$defs"].items()}
+    out = {}
+    for name in schema_sections():
+        if name.startswith("generator: "):  # the generators' defaults live in lmcflow/synthetic.py
+            out[name] = {}
+            continue
+        sub = root if name == "Top level" else defs.get(name)
+        if sub is None:  # an inline object: walk the dotted path from the root or from its $def
+            head, *rest = name.split(".")
+            sub = defs.get(head) or root["properties"][head]
+            for key in rest:
+                sub = (sub.get("properties") or {}).get(key) or sub.get("additionalProperties") or {}
+        props = {k: defs.get(v["$ref"].rsplit("/", 1)[-1], {}) | v if "$ref" in v else v
+                 for k, v in (sub.get("properties") or {}).items()}
+        out[name] = {k: v["default"] for k, v in props.items() if "default" in v}
+    return out
+
+
+def test_config_readme_defaults_are_the_schemas():
+    import yaml
+
+    defaults, compared = _schema_defaults(), 0
+    for heading, body in _sections(REPO / "config/README.md"):
+        name = heading if heading == "Top level" else (re.match(r"`([^`]+)`", heading) or [None, None])[1]
+        for line in body.splitlines():
+            cells = [c.strip() for c in line.split("|")[1:-1]]
+            if name not in defaults or len(cells) != 3 or not cells[0].startswith("`"):
+                continue
+            keys = re.findall(r"`(\w+)`", cells[0])
+            values = [v.strip("`") for v in cells[1].split(", ")]
+            if len(values) != len(keys) or not cells[1]:
+                continue
+            for key, text in zip(keys, values, strict=True):
+                try:
+                    value = yaml.safe_load(text)
+                except yaml.YAMLError:
+                    continue
+                if key in defaults[name] and isinstance(value, type(defaults[name][key]) | int | float | None):
+                    assert value == defaults[name][key], (
+                        f"config/README.md, `{name}`: `{key}` documented default {text}, "
+                        f"schema default {defaults[name][key]!r}")
+                    compared += 1
+    assert compared >= 60, f"only {compared} documented defaults compared"
