@@ -1,6 +1,7 @@
 """The docs say what the code computes: the README's verdict table is the cited run's, job counts, claim counts
 and seeds match the shipped configs, every config key and every table column is documented exactly once."""
 import functools
+import json
 import re
 import subprocess
 import sys
@@ -34,6 +35,22 @@ def test_readme_verdict_table_is_the_cited_runs():
     assert match.group(2) == claims_markdown(EVIDENCE), (
         "README's verdict table is not `lmcflow claims --markdown evidence/cpu-default`; regenerate it")
     assert len(list((EVIDENCE / "claims").glob("*.json"))) == len(REGISTRY)
+
+
+def test_claims_markdown_from_the_command_line(capsys, tmp_path):
+    from lmcflow.cli import main
+
+    assert main(["claims", "--markdown", str(EVIDENCE)]) == 0
+    assert capsys.readouterr().out == claims_markdown(EVIDENCE) + "\n"
+    # a claim without an interval, a "|" in its text, a paper value without our estimate of it
+    claim = json.loads((EVIDENCE / "claims/lewc.json").read_text())
+    claim.update(statistic_name="a | b", ci_low=None, ci_high=None, reason="too few seeds",
+                 paper_values=[{"quantity": "q", "value": 0.5, "scale": "MLP", "fits_our_study": False, "ours": None}])
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims/lewc.json").write_text(json.dumps(claim))
+    row = claims_markdown(tmp_path).splitlines()[2]
+    assert row == (f"| `lewc` | Ito et al. | {claim['verdict']} | a \\| b: {claim['statistic']:.3g} (too few seeds) | "
+                   "q: 0.5 (MLP) |")
 
 
 # ----------------------------------------------------------------------------------------------- numbers
