@@ -258,6 +258,27 @@ def test_results_readme_documents_every_declared_column_and_no_other():
             f"not declared in lmcflow/tables.py {documented[kind] - declared}")
 
 
+# ----------------------------------------------------------------------------------------------- names
+def test_code_the_docs_name_exists():
+    import importlib
+
+    for doc in DOCS:
+        text = doc.read_text()
+        for name in set(re.findall(r"`(lmcflow(?:\.\w+)+)", text)):
+            parts = name.split(".")
+            for i in range(len(parts), 0, -1):  # the longest importable module, then attributes
+                try:
+                    obj = importlib.import_module(".".join(parts[:i]))
+                except ModuleNotFoundError:
+                    continue
+                for attr in parts[i:]:
+                    assert hasattr(obj, attr), f"{doc.relative_to(REPO)} names {name}, which does not exist"
+                    obj = getattr(obj, attr)
+                break
+        for path in set(re.findall(r"`((?:lmcflow|tests|benchmarks|workflow|config|profiles)/[\w./-]*\w)`", text)):
+            assert (REPO / path).exists(), f"{doc.relative_to(REPO)} names {path}, which does not exist"
+
+
 # ----------------------------------------------------------------------------------------------- history
 HISTORY = re.compile(r"before bundling|earlier run|the run before|old setup|old default|\(now |\bnow a\b|"
                      r"\bno longer\b|\bformer(ly)?\b|\bwas \d|in issue \d+|when `?\w+`? still", re.I)
