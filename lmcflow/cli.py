@@ -3,6 +3,7 @@
     lmcflow validate [my.yaml]            # schema + semantic checks, as at DAG construction
     lmcflow points [my.yaml]              # every study point, its seeds/pairs and grid group
     lmcflow claims [results]              # verdicts, statistic and CI, controls, the paper's value beside ours
+    lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
 """
 from __future__ import annotations
@@ -53,6 +54,38 @@ def format_claim(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _interval(statistic, low, high) -> str:
+    if statistic is None:
+        return "—"
+    return f"{statistic:.3g}" + ("" if low is None or high is None else f" [{low:.3g}, {high:.3g}]")
+
+
+def claims_markdown(results: str | Path) -> str:
+    """A Markdown verdict table from ``results/claims/*.json``: claim, paper, verdict, the headline statistic
+    with its 95% interval, and the paper's values that fit our study (all of them where none fits)."""
+    import json
+
+    rows = [json.loads(f.read_text()) for f in sorted((Path(results) / "claims").glob("*.json"))]
+    lines = ["| claim | paper | verdict | ours: statistic [95% CI] | paper's value (ours) |", "|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["paper"], r["claim_id"])):
+        paper = [p for p in r["paper_values"] if p["fits_our_study"]] or r["paper_values"]
+        values = "; ".join(
+            f"{p['quantity']}: {p['value']:.3g} ({p['scale']})"
+            + (f" (ours {_interval(p['ours']['statistic'], p['ours']['ci_low'], p['ours']['ci_high'])})"
+               if p["ours"] else "")
+            for p in paper) or "—"
+        stat = f"{r['statistic_name']}: {_interval(r['statistic'], r['ci_low'], r['ci_high'])}"
+        if r["reason"]:
+            stat += f" ({r['reason']})"
+        lines.append(f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {r['verdict']} | {_md(stat)} | "
+                     f"{_md(values)} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="lmcflow", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,6 +95,7 @@ def main(argv=None) -> int:
     sub.add_parser("points", help="list a config's study points").add_argument("config", nargs="?")
     c = sub.add_parser("claims", help="print claim verdicts")
     c.add_argument("results", nargs="?", default="results")
+    c.add_argument("--markdown", action="store_true", help="a Markdown table from RESULTS/claims/*.json")
     v = sub.add_parser("verify", help="check that a results folder is what its tables say it is (exit 1 if not)")
     v.add_argument("results", nargs="?", default="results")
     v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
@@ -81,6 +115,8 @@ def main(argv=None) -> int:
             for (study, pid), p in points.items():
                 print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)} "
                       f"group={group_of[(study, pid)]}")
+        elif args.cmd == "claims" and args.markdown:
+            print(claims_markdown(args.results))
         elif args.cmd == "claims":
             from lmcflow.io import read_parquet
 

@@ -4,7 +4,7 @@
 Vuenc/neuron-identifiability; the file each item comes from beside it). The test reads the same items out of our
 paper config (after the schema's defaults and the study blocks are applied, i.e. what the jobs get) and compares:
 a change on either side that is not also made in the other, or listed in ``STATED_DIFFERENCES`` (and in
-config/README.md with its reason), fails here.
+docs/paper-scale.md with its reason), fails here.
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ AUTHORS = {
     },
 }
 
-# Items where our paper config deliberately differs (each listed with its reason in config/README.md).
+# Items where our paper config deliberately differs (each listed with its reason in docs/paper-scale.md).
 STATED_DIFFERENCES = {
     ("resnet20_cifar10", "models"): "8 seeds (28 all-pairs merges) where the authors train 16 models (8 pairs)",
 }

@@ -1,0 +1,338 @@
+"""The docs say what the code computes: the README's verdict table is the cited run's, job counts, claim counts
+and seeds match the shipped configs, every config key and every table column is documented exactly once."""
+import functools
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmcflow.claims import REGISTRY
+from lmcflow.cli import claims_markdown
+from lmcflow.config import resolve_config
+from lmcflow.schema import load_schema
+from lmcflow.tables import IDENT_POINT_COLUMNS, IDENT_TABLE_KINDS, POINT_COLUMNS, TABLES
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+EVIDENCE = REPO / "evidence/cpu-default"
+CONFIGS = sorted(p.name for p in (REPO / "config").glob("*.yaml"))
+DOCS = [README, REPO / "config/README.md", REPO / "results/README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+# ----------------------------------------------------------------------------------------------- README
+def test_readme_is_a_landing_page():
+    assert len(README.read_text().splitlines()) <= 150
+
+
+def test_readme_verdict_table_is_the_cited_runs():
+    text = README.read_text()
+    match = re.search(r"<!-- verdicts: lmcflow claims --markdown (\S+) -->\n(.*?)\n<!-- /verdicts -->", text, re.S)
+    assert match, "README has no verdict table between its markers"
+    assert REPO / match.group(1) == EVIDENCE
+    assert match.group(2) == claims_markdown(EVIDENCE), (
+        "README's verdict table is not `lmcflow claims --markdown evidence/cpu-default`; regenerate it")
+    assert len(list((EVIDENCE / "claims").glob("*.json"))) == len(REGISTRY)
+
+
+def test_claims_markdown_from_the_command_line(capsys, tmp_path):
+    from lmcflow.cli import main
+
+    assert main(["claims", "--markdown", str(EVIDENCE)]) == 0
+    assert capsys.readouterr().out == claims_markdown(EVIDENCE) + "\n"
+    # a claim without an interval, a "|" in its text, a paper value without our estimate of it
+    claim = json.loads((EVIDENCE / "claims/lewc.json").read_text())
+    claim.update(statistic_name="a | b", ci_low=None, ci_high=None, reason="too few seeds",
+                 paper_values=[{"quantity": "q", "value": 0.5, "scale": "MLP", "fits_our_study": False, "ours": None}])
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims/lewc.json").write_text(json.dumps(claim))
+    row = claims_markdown(tmp_path).splitlines()[2]
+    assert row == (f"| `lewc` | Ito et al. | {claim['verdict']} | a \\| b: {claim['statistic']:.3g} (too few seeds) | "
+                   "q: 0.5 (MLP) |")
+
+
+# ----------------------------------------------------------------------------------------------- numbers
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+@functools.cache
+def planned_job_count(config: str) -> dict[str, int]:
+    """Jobs per rule and ``total`` that ``snakemake -n`` plans for ``config/<config>`` in an empty directory."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as workdir:
+        cmd = [str(Path(sys.executable).with_name("snakemake")), "-n", "--snakefile", str(REPO / "Snakefile"),
+               "--configfile", str(REPO / "config" / config), "--directory", workdir]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    stats = res.stdout.split("Job stats:", 1)[1]
+    counts = {}
+    for rule, n in re.findall(r"^(\w+)\s+(\d+)$", stats, re.M):
+        counts[rule] = int(n)
+        if rule == "total":
+            return counts
+    raise AssertionError(f"no job stats in the dry run of {config}")
+
+
+def _config_facts(config: str) -> dict:
+    cfg = resolve_config([str(REPO / "config" / config)])
+    return {"claims": len(cfg["claims"]), "seeds": {s: len(st["seeds"]) for s, st in cfg["studies"].items()}}
+
+
+def _mentions(pattern: str):
+    """(doc, line, config, match) for every match of ``pattern`` after a config name in the same paragraph (or
+    table row): the config named last before it."""
+    for doc in DOCS:
+        text = doc.read_text()
+        chunks = re.split(r"\n\s*\n|\n(?=\||\s*[*-] )", text)
+        for line in (" ".join(chunk.split()) for chunk in chunks):
+            configs = list(re.finditer(r"(?:config/)?(\w+\.yaml)", line))
+            for m in re.finditer(pattern, line):
+                before = [c.group(1) for c in configs if c.start() < m.start() and c.group(1) in CONFIGS]
+                if before:
+                    yield doc.relative_to(REPO), line, before[-1], m
+
+
+def test_job_counts_in_the_docs_are_what_snakemake_plans():
+    checked = set()
+    for doc, line, config, m in _mentions(r"(?<![\w-])(\d[\d,]*) (?:(\w+) )?jobs\b"):
+        counts = planned_job_count(config)
+        rule = m.group(2)
+        if rule is None:
+            expected = counts["total"]
+        elif rule in counts:
+            expected = counts[rule]
+        else:  # "N compute jobs", "N torch jobs": not a rule of the job stats
+            continue
+        assert _number(m.group(1)) == expected, f"{doc}: {config} plans {expected} {rule or ''} jobs: {line}"
+        checked.add(config)
+    assert checked == set(CONFIGS), f"docs give no job count for {set(CONFIGS) - checked}"
+
+
+def test_claim_counts_in_the_docs_are_the_configs():
+    checked = set()
+    for doc, line, config, m in _mentions(r"(?<![\w-])(\d+) claims\b"):
+        assert int(m.group(1)) == _config_facts(config)["claims"], f"{doc}: {line}"
+        checked.add(config)
+    assert checked == set(CONFIGS)
+
+
+def test_seeds_per_study_in_the_shipped_configs_table():
+    text = (REPO / "docs/usage.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `config/(\w+\.yaml)` \|.*\| ([^|]*) \|$", text, re.M)}
+    assert set(rows) == set(CONFIGS)
+    for config, cell in rows.items():
+        usual = int(re.match(r"(\d+)", cell).group(1))
+        named = {s: int(n) for s, n in re.findall(r"`(\w+)`: (\d+)", cell)}
+        seeds = _config_facts(config)["seeds"]
+        assert set(named) <= set(seeds), f"{config}: no study {set(named) - set(seeds)}"
+        assert {s: named.get(s, usual) for s in seeds} == seeds, f"docs/usage.md, {config}: {cell}"
+
+
+def test_every_registered_claim_has_its_parameters_documented():
+    text = (REPO / "config/README.md").read_text()
+    section = text.split("### Claim parameters and criteria", 1)[1]
+    documented = re.findall(r"^\| `([\w-]+)` \|", section, re.M)
+    assert sorted(documented) == sorted(REGISTRY), "config/README.md's claim table and the registry differ"
+
+
+# ----------------------------------------------------------------------------------------------- sections
+def _sections(path: Path) -> list[tuple[str, str]]:
+    """(heading, body) of every ## … #### section."""
+    parts = re.split(r"^(#{2,4} .*)$", path.read_text(), flags=re.M)
+    return [(parts[i].lstrip("#").strip(), parts[i + 1]) for i in range(1, len(parts), 2)]
+
+
+def _first_cells(body: str, header: str) -> list[set[str]]:
+    """Per table row (of the tables whose first header cell is ``header``), the backticked names in the first cell,
+    with ``a_{x,y}`` expanded."""
+    rows, in_table = [], False
+    for line in body.splitlines():
+        if not line.startswith("|"):
+            in_table = False
+            continue
+        first = line.split("|")[1].strip()
+        if not in_table:
+            in_table, keep = True, first == header
+            continue
+        if keep and not set(first) <= set("-: "):
+            names = set()
+            for name in re.findall(r"`([\w{},<>.]+)`", first):
+                brace = re.fullmatch(r"(\w*)\{([\w,]+)\}(\w*)", name)
+                names |= {brace[1] + x + brace[3] for x in brace[2].split(",")} if brace else {name}
+            rows.append(names)
+    return rows
+
+
+def test_no_duplicate_headings():
+    for doc in DOCS:
+        headings = [h for h, _ in _sections(doc)]
+        assert len(headings) == len(set(headings)), f"{doc}: {[h for h in headings if headings.count(h) > 1]}"
+
+
+# ----------------------------------------------------------------------------------------------- config keys
+DISPLAY = {"symmetry": "model.symmetry", "synthetic_dataset": "data.synthetic.<name>"}
+PLACEHOLDER = {"claims": "<id>"}
+
+
+def schema_sections() -> dict[str, set[str]]:
+    """Every object of the config schema that has keys, named as config/README.md heads its section."""
+    root = load_schema()
+    out: dict[str, set[str]] = {}
+
+    def visit(name: str, sub: dict) -> None:
+        if name in out:
+            return
+        if sub.get("properties"):
+            out[name] = set(sub["properties"])
+        for key, child in (sub.get("properties") or {}).items():
+            child_of(name, key, child)
+        for variant in sub.get("allOf", []):
+            props = variant["then"]["properties"]
+            out[f"generator: {props['generator']['const']}"] = set(props)
+
+    def child_of(parent: str, key: str, child: dict) -> None:
+        if "$ref" in child:
+            ref = child["$ref"].rsplit("/", 1)[-1]
+            visit(DISPLAY.get(ref, ref), root["$defs"][ref])
+            return
+        path = key if parent == "Top level" else f"{parent}.{key}"
+        if child.get("properties"):
+            visit(path, child)
+        if isinstance(child.get("additionalProperties"), dict):
+            child_of(path, PLACEHOLDER.get(key, "<name>"), child["additionalProperties"])
+
+    visit("Top level", root)
+    return out
+
+
+def documented_sections() -> dict[str, set[str]]:
+    out = {}
+    for heading, body in _sections(REPO / "config/README.md"):
+        name = heading if heading == "Top level" else (re.match(r"`([^`]+)`", heading) or [None, None])[1]
+        if name is not None:
+            out[name] = set().union(*_first_cells(body, "key")) if _first_cells(body, "key") else set()
+    return out
+
+
+def test_config_readme_documents_every_schema_key_and_no_other():
+    schema, documented = schema_sections(), documented_sections()
+    assert set(documented) == set(schema), (
+        f"sections without schema object: {set(documented) - set(schema)}; "
+        f"schema objects without section: {set(schema) - set(documented)}")
+    for name, keys in schema.items():
+        assert documented[name] == keys, (
+            f"config/README.md, `{name}`: undocumented {keys - documented[name]}, "
+            f"not in the schema {documented[name] - keys}")
+
+
+# ----------------------------------------------------------------------------------------------- table columns
+def documented_columns() -> dict[str, set[str]]:
+    sections = dict(_sections(REPO / "results/README.md"))
+    point = set().union(*_first_cells(sections[next(h for h in sections if h.startswith("Point columns"))],
+                                      "column"))
+    ident = point | set().union(*_first_cells(sections["Identifiability paper tables"], "column"))
+    out = {}
+    for heading, body in sections.items():
+        kind = re.match(r"`(\w+)\.parquet`", heading)
+        if kind:
+            kind = kind[1]
+            base = set() if kind in ("claims", "paper_table1") else ident if kind in IDENT_TABLE_KINDS else point
+            out[kind] = base | set().union(set(), *_first_cells(body, "column"))
+    return out
+
+
+def test_results_readme_documents_every_declared_column_and_no_other():
+    assert {c for c, _ in POINT_COLUMNS} < {c for c, _ in IDENT_POINT_COLUMNS}
+    documented = documented_columns()
+    assert set(documented) == set(TABLES), (
+        f"documented tables not declared: {set(documented) - set(TABLES)}; "
+        f"undocumented: {set(TABLES) - set(documented)}")
+    for kind, columns in TABLES.items():
+        declared = {c for c, _ in columns}
+        assert documented[kind] == declared, (
+            f"results/README.md, `{kind}.parquet`: undocumented {declared - documented[kind]}, "
+            f"not declared in lmcflow/tables.py {documented[kind] - declared}")
+
+
+# ----------------------------------------------------------------------------------------------- names
+def test_code_the_docs_name_exists():
+    import importlib
+
+    for doc in DOCS:
+        text = doc.read_text()
+        for name in set(re.findall(r"`(lmcflow(?:\.\w+)+)", text)):
+            parts = name.split(".")
+            for i in range(len(parts), 0, -1):  # the longest importable module, then attributes
+                try:
+                    obj = importlib.import_module(".".join(parts[:i]))
+                except ModuleNotFoundError:
+                    continue
+                for attr in parts[i:]:
+                    assert hasattr(obj, attr), f"{doc.relative_to(REPO)} names {name}, which does not exist"
+                    obj = getattr(obj, attr)
+                break
+        for path in set(re.findall(r"`((?:lmcflow|tests|benchmarks|workflow|config|profiles)/[\w./-]*\w)`", text)):
+            assert (REPO / path).exists(), f"{doc.relative_to(REPO)} names {path}, which does not exist"
+
+
+# ----------------------------------------------------------------------------------------------- history
+HISTORY = re.compile(r"before bundling|earlier run|the run before|old setup|old default|\(now |\bnow a\b|"
+                     r"\bno longer\b|\bformer(ly)?\b|\bwas \d|in issue \d+|when `?\w+`? still", re.I)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(REPO)))
+def test_docs_state_what_is_not_what_was(doc):
+    hits = [line for line in doc.read_text().splitlines() if HISTORY.search(line)]
+    assert not hits, f"{doc.relative_to(REPO)}: history belongs in CHANGELOG.md: {hits}"
+
+
+def _schema_defaults() -> dict[str, dict]:
+    """Per config/README.md section, the schema ``default:`` of each key that has one."""
+    root = load_schema()
+    defs = {DISPLAY.get(k, k): v for k, v in root["$defs"].items()}
+    out = {}
+    for name in schema_sections():
+        if name.startswith("generator: "):  # the generators' defaults live in lmcflow/synthetic.py
+            out[name] = {}
+            continue
+        sub = root if name == "Top level" else defs.get(name)
+        if sub is None:  # an inline object: walk the dotted path from the root or from its $def
+            head, *rest = name.split(".")
+            sub = defs.get(head) or root["properties"][head]
+            for key in rest:
+                sub = (sub.get("properties") or {}).get(key) or sub.get("additionalProperties") or {}
+        props = {k: defs.get(v["$ref"].rsplit("/", 1)[-1], {}) | v if "$ref" in v else v
+                 for k, v in (sub.get("properties") or {}).items()}
+        out[name] = {k: v["default"] for k, v in props.items() if "default" in v}
+    return out
+
+
+def test_config_readme_defaults_are_the_schemas():
+    import yaml
+
+    defaults, compared = _schema_defaults(), 0
+    for heading, body in _sections(REPO / "config/README.md"):
+        name = heading if heading == "Top level" else (re.match(r"`([^`]+)`", heading) or [None, None])[1]
+        for line in body.splitlines():
+            cells = [c.strip() for c in line.split("|")[1:-1]]
+            if name not in defaults or len(cells) != 3 or not cells[0].startswith("`"):
+                continue
+            keys = re.findall(r"`(\w+)`", cells[0])
+            values = [v.strip("`") for v in cells[1].split(", ")]
+            if len(values) != len(keys) or not cells[1]:
+                continue
+            for key, text in zip(keys, values, strict=True):
+                try:
+                    value = yaml.safe_load(text)
+                except yaml.YAMLError:
+                    continue
+                if key in defaults[name] and isinstance(value, type(defaults[name][key]) | int | float | None):
+                    assert value == defaults[name][key], (
+                        f"config/README.md, `{name}`: `{key}` documented default {text}, "
+                        f"schema default {defaults[name][key]!r}")
+                    compared += 1
+    assert compared >= 60, f"only {compared} documented defaults compared"
