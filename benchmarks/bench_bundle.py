@@ -54,7 +54,8 @@ def point_dict(width: float) -> dict:
 def worker(args) -> None:
     """One job as a Snakemake ``script:`` runs it: logging to a file, one torch thread, then the job."""
     from lmcflow.config import Point
-    from lmcflow.jobs import run_train, run_train_bundle, set_threads
+    from lmcflow.jobs.common import set_threads
+    from lmcflow.jobs.train import run_train, run_train_bundle
     from lmcflow.logs import job_log
 
     spec = json.loads(args.job)
@@ -119,7 +120,7 @@ def bench_lambda(workdir: Path, data_path: str, repeats: int) -> dict:
 
     from lmcflow.config import Point, lambda_grid
     from lmcflow.data import load_dataset
-    from lmcflow.jobs import load_checkpoint
+    from lmcflow.jobs.common import load_checkpoint
     from lmcflow.merging import evaluate_path
 
     torch.set_num_threads(1)

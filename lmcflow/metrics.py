@@ -50,7 +50,7 @@ def relative_accuracy_barrier(lam, acc) -> float:
 
 
 # torch is imported inside the functions that need it: the barrier formulas are used by the
-# table and claim jobs, which must not pay torch's ~2.5 s import (lmcflow.report_jobs).
+# table and claim jobs, which must not pay torch's ~2.5 s import (lmcflow.jobs.report, lmcflow.jobs.figures).
 def cross_entropy_at(logits: torch.Tensor, y: torch.Tensor, beta: float) -> float:
     import torch.nn.functional as F
 

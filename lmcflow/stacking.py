@@ -1,7 +1,7 @@
 """Bundled training: K models of the same shape trained at once as one stacked model.
 
 A *member* is what one single-model ``train`` job would train: a model built by
-``lmcflow.jobs.init_model(spec, seed)``, its dataset, its seed and its point's ``train`` block.
+``lmcflow.jobs.common.init_model(spec, seed)``, its dataset, its seed and its point's ``train`` block.
 Members may come from different study points when their models have the same structure (module
 types, parameter and buffer shapes) and their ``train`` blocks agree: the identifiability sweeps
 differ only in buffers (W-asymmetric masks and offsets, σ_F) or in data tensors of equal shape.
@@ -67,13 +67,13 @@ __all__ = ["EXECUTION_KEYS", "Member", "Stack", "check_bundle", "learning_settin
 class Member:
     """One model of a bundle.
 
-    model       built by ``lmcflow.jobs.init_model(spec, seed)``; trained in place
+    model       built by ``lmcflow.jobs.common.init_model(spec, seed)``; trained in place
     data        its ``lmcflow.data.Dataset`` on the training device (members may share one object)
     seed        its seed (data order and augmentation derive from it, as in ``training.train``)
     cfg         its point's ``train`` block
     name        label for logs and errors, e.g. ``"sigma_f/sigma_f-3 seed=2"``
     state_path  resumable state file (None: no resumption)
-    digest      configuration digest stored in the state (``lmcflow.jobs.train_digest``)
+    digest      configuration digest stored in the state (``lmcflow.jobs.train.train_digest``)
     """
 
     model: nn.Module

@@ -213,7 +213,7 @@ def save_state(path, model, opt, g_data: torch.Generator, epoch: int, history: l
                digest: str | None = None) -> None:
     """Everything needed to continue training bit-identically after ``epoch`` epochs.
 
-    ``digest`` identifies the configuration that produced the state (``lmcflow.jobs.train_digest``);
+    ``digest`` identifies the configuration that produced the state (``lmcflow.jobs.train.train_digest``);
     a later run with another configuration discards the state instead of resuming it.
     """
     opt_t, opt_s = _optimizer_tensors(opt)
