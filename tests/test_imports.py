@@ -8,8 +8,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "lmcflow"
 MAX_LINES = 400
 # imported inside functions so that torch-free or quick paths (table, claim and config jobs) skip their cost
-HEAVY = {"torch", "torchvision", "scipy", "matplotlib", "seaborn", "jsonschema", "safetensors", "pandas", "pyarrow",
-         "yaml"}
+HEAVY = {"torch", "torchvision", "scipy", "matplotlib", "seaborn", "jsonschema", "safetensors", "pandas", "pyarrow"}
 
 
 def module_name(path: Path) -> str:
