@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError, safe_open
 from torch import nn
 from torch.optim.swa_utils import update_bn
 
@@ -268,8 +269,6 @@ def usable_state(path, digest: str | None) -> bool:
         return False
     if digest is None:
         return True
-    from safetensors import SafetensorError, safe_open
-
     try:
         with safe_open(str(path), framework="pt") as fh:
             stored = json.loads((fh.metadata() or {}).get("lmcflow", "{}")).get("digest")

@@ -26,8 +26,8 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, int, bool]]:
-    """(imported module, line, function-local) of every import statement the module runs; imports under
+def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, ast.stmt, bool]]:
+    """(imported module, import statement, function-local) of every import the module runs; imports under
     ``if TYPE_CHECKING:`` never run and are left out. ``from a import b`` names module ``a.b`` when that is one."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = []
@@ -40,7 +40,7 @@ def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, int, bool
                 continue
             inner = local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             if isinstance(child, ast.Import):
-                found.extend((a.name, child.lineno, local) for a in child.names)
+                found.extend((a.name, child, local) for a in child.names)
             elif isinstance(child, ast.ImportFrom):
                 if child.level:
                     base = package.split(".")
@@ -49,7 +49,7 @@ def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, int, bool
                 else:
                     mod = child.module
                 subs = [f"{mod}.{a.name}" for a in child.names if f"{mod}.{a.name}" in known]
-                found.extend((m, child.lineno, local) for m in (subs or [mod]))
+                found.extend((m, child, local) for m in (subs or [mod]))
             visit(child, inner)
 
     visit(ast.parse(path.read_text()), False)
@@ -97,10 +97,22 @@ def test_find_cycle_reports_a_cycle():
 
 def test_function_local_imports_are_only_of_heavy_optional_dependencies():
     mods = modules()
-    bad = [f"{path.relative_to(PACKAGE.parent)}:{line}: {m}"
-           for name, path in mods.items() for m, line, local in imports(name, path, set(mods))
+    bad = [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {m}"
+           for name, path in mods.items() for m, node, local in imports(name, path, set(mods))
            if local and (m.split(".")[0] == "lmcflow" or m.split(".")[0] not in HEAVY)]
     assert not bad, "function-local imports (move them to the top of the module):\n" + "\n".join(bad)
+
+
+def test_every_function_local_import_says_why():
+    """A comment on the import (or the line above it) says what the lazy import saves, and for whom."""
+    mods = modules()
+    silent = []
+    for name, path in mods.items():
+        lines = path.read_text().splitlines()
+        for m, node, local in imports(name, path, set(mods)):
+            if local and not any("#" in line for line in lines[node.lineno - 2: node.end_lineno]):
+                silent.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {m}")
+    assert not silent, "function-local imports without a comment saying why:\n" + "\n".join(silent)
 
 
 def test_no_module_over_400_lines():
