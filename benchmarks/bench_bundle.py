@@ -3,8 +3,8 @@
 1. Training, MLP of the default config (depth 2, base width 512, SGD, batch 128, fp32, one thread) on the
    real Fashion-MNIST, 5 seeds, 1 epoch, at width 1/16 and 2: five single-model jobs as Snakemake runs
    them (five Python processes, each importing lmcflow, loading the prepared data, training and writing
-   its checkpoint and run row: ``lmcflow.jobs.run_train``; the baseline) vs one bundled job (one
-   process: ``lmcflow.jobs.run_train_bundle`` with the five seeds), run one after the other, start-up
+   its checkpoint and run row: ``lmcflow.jobs.train.run_train``; the baseline) vs one bundled job (one
+   process: ``lmcflow.jobs.train.run_train_bundle`` with the five seeds), run one after the other, start-up
    included. Also reports how far each bundle member is from its single run (max |Δweight|, Δ test acc).
 2. λ-path evaluation at width 1/16 (11 λ, the default merge settings: train split curve on 10000
    examples, val 5000, test 10000): ``lmcflow.merging.evaluate_path`` with the per-λ loop (baseline) vs
@@ -54,7 +54,8 @@ def point_dict(width: float) -> dict:
 def worker(args) -> None:
     """One job as a Snakemake ``script:`` runs it: logging to a file, one torch thread, then the job."""
     from lmcflow.config import Point
-    from lmcflow.jobs import run_train, run_train_bundle, set_threads
+    from lmcflow.jobs.common import set_threads
+    from lmcflow.jobs.train import run_train, run_train_bundle
     from lmcflow.logs import job_log
 
     spec = json.loads(args.job)
@@ -119,7 +120,7 @@ def bench_lambda(workdir: Path, data_path: str, repeats: int) -> dict:
 
     from lmcflow.config import Point, lambda_grid
     from lmcflow.data import load_dataset
-    from lmcflow.jobs import load_checkpoint
+    from lmcflow.jobs.common import load_checkpoint
     from lmcflow.merging import evaluate_path
 
     torch.set_num_threads(1)

@@ -28,7 +28,7 @@ import torch
 
 from lmcflow.data import TORCHVISION_DATASETS, Dataset
 from lmcflow.io import write_json
-from lmcflow.jobs import init_model
+from lmcflow.jobs.common import init_model
 from lmcflow.models import ModelSpec, count_parameters
 from lmcflow.stacking import Member, train_bundle
 from lmcflow.training import resolve_device

@@ -9,18 +9,23 @@
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 from pathlib import Path
+
+from lmcflow.catalog import ARCHITECTURES, dataset_names
+from lmcflow.claims import REGISTRY
+from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config
+from lmcflow.grouping import all_grid_groups
+from lmcflow.io import read_parquet
+from lmcflow.point_schema import validate_points
+from lmcflow.verify import verify
 
 
 def load_and_check(path: str | None) -> tuple[dict, dict]:
     """A config as a run would use it (``resolve_config``: ``path`` as --configfile, or the embedded default),
     checked like at DAG construction; returns (config, points)."""
-    from lmcflow.catalog import ARCHITECTURES, dataset_names
-    from lmcflow.claims import REGISTRY
-    from lmcflow.config import check_semantics, expand_points, resolve_config
-    from lmcflow.point_schema import validate_points
-
     cfg = resolve_config([path] if path else [])
     check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
     points = expand_points(cfg)
@@ -29,16 +34,12 @@ def load_and_check(path: str | None) -> tuple[dict, dict]:
 
 
 def _g(v) -> str:
-    import math
-
     return "—" if v is None or math.isnan(v) else f"{v:.4g}"
 
 
 def format_claim(r: dict) -> str:
     """A claims.parquet row as text: verdict, our statistic with its CI, the controls, the paper's value
     beside ours (each at its scale)."""
-    import json
-
     ci = "(no CI)" if _g(r["ci_low"]) == "—" else f"[{_g(r['ci_low'])}, {_g(r['ci_high'])}]"
     scale = json.loads(r["scale"]) if r["scale"] else {}
     ours_at = ", ".join(f"{k}={scale[k]}" for k in ("dataset", "arch", "widths", "epochs") if scale.get(k))
@@ -101,15 +102,11 @@ def main(argv=None) -> int:
     v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
                                      "relative to (default: the results folder's parent)")
     args = ap.parse_args(argv)
-    from lmcflow.config import ConfigError
-
     try:
         if args.cmd == "validate":
             _, points = load_and_check(args.config)
             print(f"{args.config or 'config/config.yaml'}: valid ({len(points)} points)")
         elif args.cmd == "points":
-            from lmcflow.grouping import all_grid_groups
-
             _, points = load_and_check(args.config)
             group_of = {(s, p.point): g for (s, g), pts in all_grid_groups(points).items() for p in pts}
             for (study, pid), p in points.items():
@@ -118,8 +115,6 @@ def main(argv=None) -> int:
         elif args.cmd == "claims" and args.markdown:
             print(claims_markdown(args.results))
         elif args.cmd == "claims":
-            from lmcflow.io import read_parquet
-
             df = read_parquet(Path(args.results) / "tables/claims.parquet", "claims")
             for r in df.itertuples():
                 print(format_claim(r._asdict()))
@@ -132,8 +127,6 @@ def main(argv=None) -> int:
 
 
 def run_verify(results: str, workdir: str | None) -> int:
-    from lmcflow.verify import verify
-
     if not Path(results).is_dir():
         print(f"{results}: no such results folder", file=sys.stderr)
         return 2

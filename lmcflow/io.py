@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 
 if TYPE_CHECKING:  # torch is imported lazily where needed
     import torch
@@ -109,8 +109,7 @@ def load_tensors(path, expected_sha256: str | None = None, rebuild_hint: str = "
             raise CorruptFileError(
                 f"{path}: content hash {actual[:12]}… does not match the recorded {expected_sha256[:12]}… "
                 f"(file corrupt or truncated).{hint}")
-    from safetensors import safe_open
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # lazy: it imports torch, and table jobs use this module
 
     try:
         tensors = load_file(str(path))

@@ -50,9 +50,9 @@ def relative_accuracy_barrier(lam, acc) -> float:
 
 
 # torch is imported inside the functions that need it: the barrier formulas are used by the
-# table and claim jobs, which must not pay torch's ~2.5 s import (lmcflow.report_jobs).
+# table and claim jobs, which must not pay torch's ~2.5 s import (lmcflow.jobs.report, lmcflow.jobs.figures).
 def cross_entropy_at(logits: torch.Tensor, y: torch.Tensor, beta: float) -> float:
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # lazy: table and claim jobs use this module without torch
 
     return F.cross_entropy(logits.double() * beta, y).item()
 
@@ -64,7 +64,7 @@ def fit_inverse_temperature(logits: torch.Tensor, y: torch.Tensor,
     CE(β z) is convex in β, so a bounded 1-D search over log β finds the global
     optimum; logits are computed once by the caller and reused.
     """
-    import torch
+    import torch  # lazy: table and claim jobs use this module without torch
     from scipy.optimize import (
         minimize_scalar,  # lazy: scipy costs ~0.6 s of every job's start-up
     )

@@ -20,7 +20,7 @@ SyRe *linear* layers from N(0, 1/fan_in) (the identifiability authors' ``SparseL
 and ``NoiseLinear``; their conv layers keep torch's default, as here), ``torch`` keeps
 torch's default everywhere (lmcflow's initialisation before this option), ``normal``
 draws every weight from N(0, std²); ``bias: zero`` zeroes every bias. All draws come from
-the global RNG that ``lmcflow.jobs.init_model`` seeds, so they are fixed by the seed.
+the global RNG that ``lmcflow.jobs.common.init_model`` seeds, so they are fixed by the seed.
 """
 from __future__ import annotations
 

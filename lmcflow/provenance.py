@@ -1,6 +1,6 @@
 """Where a result came from: the lmcflow code, the torch build and the hardware that made it.
 
-Claim JSONs and ``results/provenance.json`` record it (``lmcflow.report_jobs``). No torch import:
+Claim JSONs and ``results/provenance.json`` record it (``lmcflow.jobs.report``). No torch import:
 the claim jobs that call this are torch-free, so torch's version comes from the installed package's
 metadata. Nothing here is a time or a host name, so two runs of one config with one checkout on one
 machine record the same provenance and their files stay byte-identical.

@@ -9,13 +9,13 @@ import copy
 import functools
 from pathlib import Path
 
+import yaml
+
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"
 
 
 @functools.lru_cache(maxsize=1)
 def load_schema() -> dict:
-    import yaml
-
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 

@@ -1,7 +1,7 @@
 """Bundled training: K models of the same shape trained at once as one stacked model.
 
 A *member* is what one single-model ``train`` job would train: a model built by
-``lmcflow.jobs.init_model(spec, seed)``, its dataset, its seed and its point's ``train`` block.
+``lmcflow.jobs.common.init_model(spec, seed)``, its dataset, its seed and its point's ``train`` block.
 Members may come from different study points when their models have the same structure (module
 types, parameter and buffer shapes) and their ``train`` blocks agree: the identifiability sweeps
 differ only in buffers (W-asymmetric masks and offsets, σ_F) or in data tensors of equal shape.
@@ -27,7 +27,6 @@ diverged member. A rerun restores the healthy members from those states without 
 """
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import math
@@ -37,17 +36,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+from safetensors import safe_open
 from torch import nn
-from torch.func import functional_call, vmap
 
 from lmcflow.config import EXECUTION_KEYS, learning_settings
 from lmcflow.seeding import generator
+from lmcflow.stacked import Stack, bundle_forward, member_losses
 from lmcflow.training import (
     DivergenceError,
     _optimizer_tensors,
     apply_crop_flip,
-    autocast,
     crop_flip_draws,
     lr_at,
     optimizer_for,
@@ -67,13 +65,13 @@ __all__ = ["EXECUTION_KEYS", "Member", "Stack", "check_bundle", "learning_settin
 class Member:
     """One model of a bundle.
 
-    model       built by ``lmcflow.jobs.init_model(spec, seed)``; trained in place
+    model       built by ``lmcflow.jobs.common.init_model(spec, seed)``; trained in place
     data        its ``lmcflow.data.Dataset`` on the training device (members may share one object)
     seed        its seed (data order and augmentation derive from it, as in ``training.train``)
     cfg         its point's ``train`` block
     name        label for logs and errors, e.g. ``"sigma_f/sigma_f-3 seed=2"``
     state_path  resumable state file (None: no resumption)
-    digest      configuration digest stored in the state (``lmcflow.jobs.train_digest``)
+    digest      configuration digest stored in the state (``lmcflow.jobs.train.train_digest``)
     """
 
     model: nn.Module
@@ -128,104 +126,6 @@ def _train_shape(data) -> tuple:
     return (tuple(x.shape), str(x.dtype), tuple(y.shape), str(y.dtype), data.task)
 
 
-# --------------------------------------------------------------------------- stacked parameters
-class Stack:
-    """Parameters and buffers of K same-structure models stacked along a new dim 0.
-
-    Weights of plain ``nn.Linear`` layers are stored transposed, (K, in, out): under vmap the
-    batched matmul then produces their gradient in the parameter's own layout, which saves a
-    transposing copy of every weight gradient per step (~30% of a width-2 MLP step on this CPU).
-    ``_from_layout`` gives a parameter in its module's layout for ``functional_call``.
-    """
-
-    def __init__(self, models: list[nn.Module]):
-        first = models[0]
-        self.base = copy.deepcopy(first).to("meta")
-        self.transposed = {f"{n}.weight" if n else "weight" for n, m in first.named_modules()
-                           if type(m) is nn.Linear}
-        self.param_names = [n for n, p in first.named_parameters() if p.requires_grad]
-        frozen = [n for n, p in first.named_parameters() if not p.requires_grad]
-        self.buffer_names = frozen + [n for n, _ in first.named_buffers()]
-        sds = [m.state_dict(keep_vars=True) for m in models]
-        with torch.no_grad():
-            self.params = {n: torch.stack([self._to_layout(n, sd[n].detach()) for sd in sds]).requires_grad_()
-                           for n in self.param_names}
-            self.buffers = {n: torch.stack([sd[n].detach() for sd in sds]) for n in self.buffer_names}
-
-    def __len__(self) -> int:
-        return next(iter(self.params.values())).shape[0]
-
-    def _to_layout(self, name: str, t: torch.Tensor) -> torch.Tensor:
-        return t.t().contiguous() if name in self.transposed else t
-
-    def _from_layout(self, name: str, t: torch.Tensor) -> torch.Tensor:
-        return t.transpose(-1, -2) if name in self.transposed else t
-
-    def train(self, mode: bool = True) -> None:
-        self.base.train(mode)
-
-    def member_state(self, k: int) -> dict:
-        """State dict of member k (natural layouts, contiguous copies)."""
-        with torch.no_grad():
-            out = {n: self._from_layout(n, p[k]).detach().contiguous().clone() for n, p in self.params.items()}
-            out.update({n: b[k].clone() for n, b in self.buffers.items()})
-        return out
-
-    def keep(self, rows: list[int]) -> None:
-        """Drop every member not in ``rows`` (new leaves: the caller rebuilds its optimizer)."""
-        with torch.no_grad():
-            self.params = {n: p.detach()[rows].clone().requires_grad_() for n, p in self.params.items()}
-            self.buffers = {n: b[rows].clone() for n, b in self.buffers.items()}
-
-    # optimizer state: the same per-parameter keys as a single model's optimizer, sliced per member.
-    # Every tensor is per element of its parameter except AdamW's step count, shared by the bundle.
-    def _opt_names(self, opt: torch.optim.Optimizer) -> list[str]:
-        """Parameter names in the optimizer's index order (its groups may reorder ``param_names``)."""
-        names = {id(p): n for n, p in self.params.items()}
-        return [names[id(p)] for g in opt.param_groups for p in g["params"]]
-
-    def member_opt_state(self, opt: torch.optim.Optimizer, k: int) -> tuple[dict, dict]:
-        """(tensors, scalars) of member k's optimizer state in ``training.write_state``'s format."""
-        tensors, scalars = _optimizer_tensors(opt)
-        names = self._opt_names(opt)
-        out = {}
-        for key, val in tensors.items():
-            _, idx, field = key.split("/", 2)
-            name = names[int(idx)]
-            out[key] = val.clone() if field == "step" else self._from_layout(name, val[k]).contiguous().clone()
-        return out, scalars
-
-    def load_opt_states(self, opt: torch.optim.Optimizer, states: list[tuple[dict, dict]]) -> None:
-        """Stack the members' optimizer states (``member_opt_state`` / ``read_state`` format) into ``opt``."""
-        first_t, first_s = states[0]
-        names = self._opt_names(opt)
-        state: dict = {}
-        for key in first_t:
-            _, idx, field = key.split("/", 2)
-            name = names[int(idx)]
-            vals = [t[key] for t, _ in states]
-            if field == "step":  # equal for members at the same epoch
-                if any(not torch.equal(v, vals[0]) for v in vals[1:]):
-                    raise RuntimeError(f"optimizer state {key} differs between bundle members resuming at the "
-                                       f"same epoch; delete their state files")
-                val = vals[0].clone()
-            else:
-                val = torch.stack([self._to_layout(name, v) for v in vals])
-            state.setdefault(int(idx), {})[field] = val
-        for idx, st in first_s["state"].items():
-            state.setdefault(int(idx), {}).update(st)
-        opt.load_state_dict({"state": state, "param_groups": first_s["param_groups"]})
-
-
-def member_losses(out: torch.Tensor, y: torch.Tensor, task: str) -> torch.Tensor:
-    """Mean loss of each member: out (K, b, C) in fp32, y (K, b) -> (K,)."""
-    if task == "regression":
-        return ((out.squeeze(-1) - y.float()) ** 2).mean(1)
-    k, b, c = out.shape
-    return F.cross_entropy(out.reshape(k * b, c), y.reshape(k * b), reduction="none").view(k, b).mean(1)
-
-
-# --------------------------------------------------------------------------- training
 def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> list[dict]:
     """Train every member's model in place; one result dict per member, in order.
 
@@ -306,8 +206,6 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> 
 
 
 def _state_epoch(path) -> int:
-    from safetensors import safe_open
-
     with safe_open(str(path), framework="pt") as fh:
         return int(json.loads((fh.metadata() or {}).get("lmcflow", "{}")).get("epoch", 0))
 
@@ -342,7 +240,7 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
     y_all = distinct[0].y["train"] if len(xs) == 1 else torch.stack([d.y["train"] for d in distinct])
     sample_shape = tuple(xs[0].shape[1:])
     names = [m.name for m in members]
-    step_losses = _step_losses(stack, task, device, precision, cfg.get("compile", False))
+    step_losses = bundle_forward(stack, task, device, precision, cfg.get("compile", False))
     log.info(f"[bundle] training {len(members)} members from epoch {start_epoch}: {', '.join(names)} "
              f"({len(xs)} distinct training set{'s' if len(xs) > 1 else ''}, precision {precision})")
     t0 = time.perf_counter()
@@ -424,32 +322,3 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
         members[p].model.load_state_dict(stack.member_state(r))
     for res in results:
         res["train_seconds"] = seconds
-
-
-def _step_losses(stack: Stack, task: str, device: torch.device, precision: str, compile_mode):
-    """(params, buffers, xb, yb) -> (per-member mean losses, fp32 outputs): the bundle's forward pass.
-
-    ``compile_mode`` (``train.compile``: false, ``default`` or ``reduce-overhead``) wraps it in
-    ``torch.compile`` on CUDA, where narrow models are bound by kernel launches; it is never used on
-    the CPU. Compiled kernels fuse and reorder floating-point work, so results differ from eager
-    ones at rounding level (resumable states stay valid: the digest ignores this key).
-    """
-    def forward_losses(params, buffers, xb, yb):
-        views = {n: stack._from_layout(n, p) for n, p in params.items()}
-
-        def call(p, b, xs):
-            return functional_call(stack.base, (p, b), (xs,))
-
-        with autocast(device, precision):
-            out = vmap(call)(views, buffers, xb)
-        out = out.float()
-        return member_losses(out, yb, task), out
-
-    if not compile_mode:
-        return forward_losses
-    if device.type != "cuda":
-        log.info(f"[bundle] train.compile={compile_mode!r} is for CUDA only; running eagerly on {device.type}")
-        return forward_losses
-    mode = None if compile_mode in (True, "default") else str(compile_mode)
-    log.info(f"[bundle] compiling the bundle's forward and backward pass with torch.compile(mode={mode!r})")
-    return torch.compile(forward_losses, mode=mode, dynamic=False)

@@ -7,9 +7,13 @@ schema in ``results/README.md`` is the schema on disk.
 """
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 import pandas as pd
 
+from lmcflow.catalog import check_symmetry
 from lmcflow.config import Point
 from lmcflow.io import read_parquet, write_parquet
 from lmcflow.metrics import barriers
@@ -59,10 +63,6 @@ def point_columns(point: Point) -> dict:
     if sym.get("kind", "standard") not in ("w_asymmetric", "syre"):  # no fixed offsets F
         sigma_f = 0.0
     else:
-        from lmcflow.symmetry import (
-            check_symmetry,  # local: tables stay importable without torch
-        )
-
         sigma_f = float(check_symmetry(sym)["sigma_f"])
     return {
         "study": point.study, "point": point.point, "dataset": point.dataset, "arch": m["arch"],
@@ -206,13 +206,6 @@ def ident_point_columns(point: Point, meta: dict | None = None) -> dict:
     ``meta`` is the prepared dataset's metadata: synthetic generators record ``k``, ``d``
     and (coherence) ``nu``; torchvision datasets give data_k = −1, data_d = prod(in_shape).
     """
-    import json
-    import math
-
-    from lmcflow.symmetry import (
-        check_symmetry,  # local: tables must stay importable without torch models
-    )
-
     sym = check_symmetry(point.model.get("symmetry"))
     masked = sym["kind"] in ("w_asymmetric", "syre")
     meta = meta or {}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError, safe_open
 from torch import nn
 from torch.optim.swa_utils import update_bn
 
@@ -213,7 +214,7 @@ def save_state(path, model, opt, g_data: torch.Generator, epoch: int, history: l
                digest: str | None = None) -> None:
     """Everything needed to continue training bit-identically after ``epoch`` epochs.
 
-    ``digest`` identifies the configuration that produced the state (``lmcflow.jobs.train_digest``);
+    ``digest`` identifies the configuration that produced the state (``lmcflow.jobs.train.train_digest``);
     a later run with another configuration discards the state instead of resuming it.
     """
     opt_t, opt_s = _optimizer_tensors(opt)
@@ -268,8 +269,6 @@ def usable_state(path, digest: str | None) -> bool:
         return False
     if digest is None:
         return True
-    from safetensors import SafetensorError, safe_open
-
     try:
         with safe_open(str(path), framework="pt") as fh:
             stored = json.loads((fh.metadata() or {}).get("lmcflow", "{}")).get("digest")

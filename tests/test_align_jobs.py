@@ -16,16 +16,11 @@ from lmcflow.alignment import (
 )
 from lmcflow.config import Point
 from lmcflow.io import CorruptFileError, load_tensors, save_tensors
-from lmcflow.jobs import (
-    aligned_pair,
-    load_alignment_block,
-    load_checkpoint,
-    load_models,
-    run_align_block,
-    run_mechanism_block,
-    run_merge_block,
-    run_train,
-)
+from lmcflow.jobs.align import aligned_pair, load_alignment_block, run_align_block
+from lmcflow.jobs.common import load_checkpoint, load_models
+from lmcflow.jobs.mechanism import run_mechanism_block
+from lmcflow.jobs.merge import run_merge_block
+from lmcflow.jobs.train import run_train
 from lmcflow.symmetry import effective_state_dict
 from lmcflow.tables import TABLES, barrier_rows, read_table, write_table
 from lmcflow.training import predict

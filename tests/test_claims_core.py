@@ -141,7 +141,7 @@ def test_width_claims_read_several_studies_identifiability_claims_one():
 
 def test_table_claim_and_figure_jobs_do_not_import_torch():
     """About 60 jobs of the default run only read tables; torch's import (~2.5 s of CPU) stays out of them."""
-    code = ("import sys, lmcflow.report_jobs, lmcflow.claims, lmcflow.tables, lmcflow.figures, lmcflow.metrics; "
+    code = ("import sys, lmcflow.jobs.report, lmcflow.jobs.figures, lmcflow.claims, lmcflow.tables, lmcflow.metrics; "
             "assert 'torch' not in sys.modules, [m for m in sys.modules if m.startswith('torch')][:5]")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr[-2000:]

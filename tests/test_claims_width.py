@@ -154,7 +154,7 @@ def pair_tables(fmnist_path):
     """layer_metrics of real pairs (A_i, B_j), and of null pairs whose B is untrained or trained on shuffled
     labels, for 4 seeds × 2 widths × 2 weight-decay arms (small MLPs on 1,500 Fashion-MNIST images)."""
     from lmcflow.data import Dataset, load_dataset
-    from lmcflow.jobs import init_model
+    from lmcflow.jobs.common import init_model
     from lmcflow.mechanism import layer_metrics
     from lmcflow.models import ModelSpec
     from lmcflow.seeding import generator

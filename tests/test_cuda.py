@@ -15,15 +15,12 @@ import torch
 from lmcflow.alignment import load_permutation_sets, permutation_spec, weight_matching
 from lmcflow.config import Point
 from lmcflow.io import load_tensors, save_tensors
-from lmcflow.jobs import (
-    load_checkpoint,
-    run_align_block,
-    run_identifiability_block,
-    run_mechanism_block,
-    run_merge_block,
-    run_swap_costs,
-    run_train,
-)
+from lmcflow.jobs.align import run_align_block
+from lmcflow.jobs.common import load_checkpoint
+from lmcflow.jobs.identifiability import run_identifiability_block, run_swap_costs
+from lmcflow.jobs.mechanism import run_mechanism_block
+from lmcflow.jobs.merge import run_merge_block
+from lmcflow.jobs.train import run_train
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.symmetry import effective_state_dict
 from lmcflow.tables import read_table
@@ -206,7 +203,7 @@ def test_asymmetric_buffers_and_weight_matching_are_device_independent():
                                                          ("mlp", "auto", "reduce-overhead")])
 def test_bundle_on_cuda_is_deterministic_and_close_to_single_runs(tmp_path, vector_data, image_data, arch, precision,
                                                                   compile_mode):
-    from lmcflow.jobs import run_train_bundle
+    from lmcflow.jobs.train import run_train_bundle
 
     point = make_point(arch, precision=precision)
     point.seeds = [0, 1, 2]

@@ -11,15 +11,17 @@ import torch
 
 from lmcflow.config import Point
 from lmcflow.data import load_dataset, prepare_dataset, subset_indices
+from lmcflow.figures import identifiability as ident_figures
+from lmcflow.figures import swap_costs as swap_figures
+from lmcflow.figures.common import plt
 from lmcflow.io import save_tensors
-from lmcflow.jobs import (
-    run_coherence_table,
-    run_identifiability_block,
-    run_merge_block,
-    run_swap_costs,
-    run_train,
-)
-from lmcflow.tables import IDENT_POINT_COLUMNS, TABLES, read_table, write_table
+from lmcflow.jobs import figures as figure_jobs
+from lmcflow.jobs import identifiability as ident_jobs
+from lmcflow.jobs.figures import run_identifiability_figures, run_swap_cost_figures
+from lmcflow.jobs.identifiability import run_coherence_table, run_identifiability_block, run_swap_costs
+from lmcflow.jobs.merge import run_merge_block
+from lmcflow.jobs.train import run_train
+from lmcflow.tables import IDENT_POINT_COLUMNS, TABLES, concat_tables, read_table, write_table
 
 TRAIN = {"optimizer": "adamw", "lr": 3e-3, "weight_decay": 0.0, "epochs": 2, "batch_size": 64,
          "schedule": "cosine", "warmup_epochs": 0, "precision": "fp32", "checkpoint_every": 0}
@@ -58,7 +60,7 @@ def test_untrained_arm_saves_the_seeded_init(gs_data, tmp_path):
     the run row describes it; swap costs run on it like on any model."""
     from lmcflow.data import load_dataset
     from lmcflow.io import load_tensors
-    from lmcflow.jobs import init_model, model_spec_for
+    from lmcflow.jobs.common import init_model, model_spec_for
 
     point = _point("u", MLP, {"swap_costs": True, "n_samples": 200, "heatmap_units": 4})
     point.train["epochs"] = 0
@@ -97,15 +99,13 @@ def test_identifiability_point_mlp(gs_data, tmp_path):
 def test_identifiability_reads_the_unaligned_paths_of_rule_interpolate(gs_data, tmp_path, monkeypatch):
     """With rule interpolate's file of the pair block the identity paths are read, not evaluated again, and the
     rows are those the job computes itself."""
-    from lmcflow import jobs
-
     point = _point("s", MLP, {"identifiability": True, "n_random": 5, "n_samples": 200}, seeds=(0, 1, 2))
     models = _train_all(point, gs_data, tmp_path)
     run_merge_block(point, point.pairs, ["identity"], models, {}, str(gs_data), str(tmp_path / "i.parquet"),
                     device="cpu")
     calls = []
-    evaluate_path = jobs.evaluate_path
-    monkeypatch.setattr(jobs, "evaluate_path", lambda *a, **kw: calls.append(1) or evaluate_path(*a, **kw))
+    evaluate_path = ident_jobs.evaluate_path
+    monkeypatch.setattr(ident_jobs, "evaluate_path", lambda *a, **kw: calls.append(1) or evaluate_path(*a, **kw))
     tables = {}
     for name, interpolation in (("own", None), ("read", str(tmp_path / "i.parquet"))):
         calls.clear()
@@ -136,12 +136,8 @@ def test_network_variants_jobs_and_figures(gs_data, tmp_path, monkeypatch):
     """SyRe, σ-asymmetric and W-asymmetric BatchNorm MLPs through the identifiability and swap-cost jobs (every
     matching mode; every layer with the post-activation ridge fit), then every figure of the two figure jobs, for
     one variant and for several (the authors' heatmap / LMC comparison)."""
-    from lmcflow import figures
-    from lmcflow.report_jobs import run_identifiability_figures, run_swap_cost_figures
-    from lmcflow.tables import concat_tables
-
-    save = figures.save_figure
-    monkeypatch.setattr(figures, "save_figure", lambda fig, png, pdf=None: save(fig, png))  # PNG only: time
+    save = figure_jobs.save_figure
+    monkeypatch.setattr(figure_jobs, "save_figure", lambda fig, png, pdf=None: save(fig, png))  # PNG only: time
 
     analysis = {"identifiability": True, "swap_costs": True, "n_random": 5, "n_samples": 200, "heatmap_units": 4,
                 "matching_features": ["post_linear", "post_norm", "post_activation"],
@@ -187,9 +183,9 @@ def test_network_variants_jobs_and_figures(gs_data, tmp_path, monkeypatch):
     # a single hue level (one matching mode of several variants; one variant): seaborn's dodge divides by zero
     one_m = read_table(paths["m"], "identifiability").query("feature == 'post_activation' and similarity == 'pearson'")
     one_s = read_table(paths["s"], "swap_costs").query("point == 'syre'")
-    for fig in (figures.matching_modes(one_m), figures.representation_geometry(one_s)):
+    for fig in (ident_figures.matching_modes(one_m), swap_figures.representation_geometry(one_s)):
         assert fig.axes
-        figures.plt.close(fig)
+        plt.close(fig)
 
 
 def test_identifiability_point_resnet20_groupnorm(tmp_path):

@@ -363,7 +363,8 @@ def test_conv_planted_orthogonal_subspaces(arch):
 
 
 def test_resnet_layers_are_the_main_path_convolutions():
-    from lmcflow.mechanism import _weight_layers_and_inputs, hidden_layer_weights
+    from lmcflow.mechanism import hidden_layer_weights
+    from lmcflow.mechanism.orthogonality import _weight_layers_and_inputs
 
     m = build_model(ModelSpec(arch="resnet20", in_shape=(3, 8, 8), num_classes=10, width=0.25)).eval()
     x = torch.randn(2, 3, 8, 8)

@@ -118,14 +118,12 @@ def test_describe_reference_is_exact_only_for_the_papers_setting():
 
 
 def test_table1_figure(tmp_path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from lmcflow import figures
+    from lmcflow.figures.common import save_figure
+    from lmcflow.figures.width import paper_table1
 
     b = table("barriers", barrier_rows("w", "mnist", "mlp", truth_mlp))
     df = make_frame("paper_table1", table1_rows(b, {"w": {"dataset": "mnist", "arch": "mlp", "bias": True}}))
-    fig = figures.paper_table1(df)
+    fig = paper_table1(df)
     ax_plain, ax_wm = fig.axes[:2]
     # ours: the widest width's mean barrier, in percent, one point per row (both arms)
     xs = np.sort(ax_plain.lines[0].get_xdata())
@@ -136,6 +134,6 @@ def test_table1_figure(tmp_path):
     offsets = [c.get_offsets() for c in ax_plain.collections if isinstance(c, PathCollection) and len(c.get_offsets())]
     assert sorted(float(o[0][0]) for o in offsets) == pytest.approx([0.52, 0.52])
     assert ax_wm.get_title() == "weight matching"
-    figures.save_figure(fig, tmp_path / "t1.png", tmp_path / "t1.pdf")
+    save_figure(fig, tmp_path / "t1.png", tmp_path / "t1.pdf")
     assert (tmp_path / "t1.png").stat().st_size > 1000 and (tmp_path / "t1.pdf").stat().st_size > 1000
-    assert figures.paper_table1(make_frame("paper_table1", [])) is not None  # an empty table still draws
+    assert paper_table1(make_frame("paper_table1", [])) is not None  # an empty table still draws

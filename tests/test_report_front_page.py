@@ -1,8 +1,8 @@
-"""The report's landing page (lmcflow.report_jobs.run_report_front_page): every verdict, ours beside the paper's,
+"""The report's landing page (lmcflow.jobs.report.run_report_front_page): every verdict, ours beside the paper's,
 with links to the study's figures, one short table row per claim that renders as reStructuredText."""
 import docutils.core
 
-from lmcflow.report_jobs import run_report_front_page
+from lmcflow.jobs.report import run_report_front_page
 from lmcflow.tables import write_table
 
 ROWS = [

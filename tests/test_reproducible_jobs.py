@@ -12,9 +12,10 @@ from safetensors import safe_open
 
 from lmcflow.config import Point
 from lmcflow.io import save_tensors
-from lmcflow.jobs import run_align_block, run_train
+from lmcflow.jobs.align import run_align_block
+from lmcflow.jobs.report import run_provenance
+from lmcflow.jobs.train import run_train
 from lmcflow.provenance import code_version, package_version, torch_version
-from lmcflow.report_jobs import run_provenance
 from lmcflow.tables import RUN_SPECIFIC_COLUMNS, read_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,15 +62,15 @@ def test_checkpoints_and_permutation_files_are_byte_identical(tmp_path, small_da
 
 
 def test_figures_carry_no_date_or_software_version(tmp_path):
-    from lmcflow import figures
+    from lmcflow.figures.common import plt, save_figure
 
     def figure():
-        fig, ax = figures.plt.subplots()
+        fig, ax = plt.subplots()
         ax.plot([0, 0.5, 1], [0.1, 0.3, 0.1])
         return fig
 
     for name in ("a", "b"):
-        figures.save_figure(figure(), tmp_path / f"{name}.png", tmp_path / f"{name}.pdf")
+        save_figure(figure(), tmp_path / f"{name}.png", tmp_path / f"{name}.pdf")
     for ext in ("png", "pdf"):
         data = (tmp_path / f"a.{ext}").read_bytes()
         assert data == (tmp_path / f"b.{ext}").read_bytes()

@@ -1,4 +1,4 @@
-"""Bundled training (lmcflow.stacking, lmcflow.jobs.run_train_bundle) against single-model training.
+"""Bundled training (lmcflow.stacking, lmcflow.jobs.train.run_train_bundle) against single-model training.
 
 Measured tolerances (CPU, fp32, tiny models of these tests; printed with ``pytest -s``): a member's
 initial weights and batches (after augmentation) are bit-identical to its single run, one stacked
@@ -21,7 +21,8 @@ import torch
 from lmcflow.config import Point
 from lmcflow.data import Dataset
 from lmcflow.io import load_tensors, save_tensors, sha256_file
-from lmcflow.jobs import init_model, load_checkpoint, run_train, run_train_bundle
+from lmcflow.jobs.common import init_model, load_checkpoint
+from lmcflow.jobs.train import run_train, run_train_bundle
 from lmcflow.models import ModelSpec
 from lmcflow.stacking import Member, Stack, check_bundle, train_bundle
 from lmcflow.tables import read_table

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from lmcflow.jobs import init_model
+from lmcflow.jobs.common import init_model
 from lmcflow.models import ModelSpec
 from lmcflow.training import DivergenceError, late_loss_drop, lr_at, reset_bn_stats, train
 

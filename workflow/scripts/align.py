@@ -1,5 +1,6 @@
 from lmcflow.config import Point
-from lmcflow.jobs import run_align_block, set_threads
+from lmcflow.jobs.align import run_align_block
+from lmcflow.jobs.common import set_threads
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):

@@ -1,6 +1,6 @@
 from lmcflow.config import Point
+from lmcflow.jobs.report import run_claim
 from lmcflow.logs import job_log
-from lmcflow.report_jobs import run_claim
 
 with job_log(snakemake.log[0]):
     tables = {kind: list(paths) for kind, paths in snakemake.input.items() if kind != "provenance_runs"}

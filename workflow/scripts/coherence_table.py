@@ -1,5 +1,5 @@
 from lmcflow.config import Point
-from lmcflow.jobs import run_coherence_table
+from lmcflow.jobs.identifiability import run_coherence_table
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):

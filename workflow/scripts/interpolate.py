@@ -1,4 +1,5 @@
-from lmcflow.jobs import run_merge_group, set_threads
+from lmcflow.jobs.common import set_threads
+from lmcflow.jobs.merge import run_merge_group
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):

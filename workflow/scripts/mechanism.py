@@ -1,5 +1,6 @@
 from lmcflow.config import Point
-from lmcflow.jobs import run_mechanism_block, set_threads
+from lmcflow.jobs.common import set_threads
+from lmcflow.jobs.mechanism import run_mechanism_block
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):

@@ -1,4 +1,4 @@
-from lmcflow.jobs import run_prepare_data
+from lmcflow.jobs.data import run_prepare_data
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):

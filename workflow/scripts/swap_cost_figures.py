@@ -1,5 +1,5 @@
+from lmcflow.jobs.figures import run_swap_cost_figures
 from lmcflow.logs import job_log
-from lmcflow.report_jobs import run_swap_cost_figures
 
 with job_log(snakemake.log[0]):
     run_swap_cost_figures(snakemake.input.summary, snakemake.input.matrix, dict(snakemake.output.items()))

@@ -1,4 +1,5 @@
-from lmcflow.jobs import run_swap_costs_group, set_threads
+from lmcflow.jobs.common import set_threads
+from lmcflow.jobs.identifiability import run_swap_costs_group
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):

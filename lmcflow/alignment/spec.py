@@ -1,7 +1,6 @@
-"""Permutation alignment of two networks (Git Re-Basin style).
+"""The permutation spec of a network: which permutation group re-indexes each axis of each ``state_dict`` entry,
+and ``apply_permutation``, the one function that permutes tensors.
 
-Permutation spec
-----------------
 ``permutation_spec(model)`` returns one declarative table, ``spec.axes``, that maps
 every ``state_dict`` key (parameters *and* buffers: BatchNorm running statistics,
 symmetry-breaking masks/offsets…) to a tuple with one entry per tensor axis: the
@@ -59,41 +58,15 @@ Permutation convention
 model B is unit ``j`` of the original B (``tensor.index_select(axis, perms[g])``).
 The matching methods choose ``perms[g][i]`` = the unit of B matched to unit ``i``
 of A, so the permuted B can be interpolated with A directly.
-
-Methods (each returns ``(perms, info)`` with ``info = {objective, iterations,
-seconds, …}``):
-
-* ``identity``: no permutation (the un-aligned baseline).
-* ``weight_matching``: maximise ``J(P) = Σ_k <W_a[k], π_P(W_b[k])>`` over the
-  trainable parameters ``k`` (Frobenius inner product, float64), by coordinate
-  descent over groups as in Git Re-Basin (Ainsworth et al., 2023, Alg. 2): each
-  step solves one linear assignment problem for one group with the others fixed;
-  the group order is a fresh random permutation per sweep (seeded); a step is
-  taken only if it strictly increases J; stop after a sweep with no improvement
-  or after ``max_iter`` sweeps. ``info["objective_history"]`` holds J at the
-  start and after every sweep (non-decreasing by construction).
-* ``activation_matching``: for each group, the Pearson correlation matrix
-  ``C[i, j] = corr(unit i of A, unit j of B)`` (``lmcflow.correlation``; conv
-  pixels count as samples), averaged over the group's ``feature_indices``; one
-  linear assignment maximising ``Σ_i C[i, perm[i]]``. Objective = mean matched
-  correlation over all units of all groups (pooled, not per-group average).
-* ``random_permutation``: an independent uniformly random permutation per group
-  (function preserving; the control).
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
-from scipy.optimize import linear_sum_assignment
 from torch import nn
 
-from lmcflow.correlation import feature_correlations
-from lmcflow.io import load_tensors, save_tensors
-from lmcflow.seeding import generator
-
-METHODS = ("identity", "weight_matching", "activation_matching", "random_permutation")
+from lmcflow.models import MLP, VGG11, ResNet20
 
 
 @dataclass
@@ -126,7 +99,6 @@ class PermutationSpec:
         return {g: idx[-1] for g, idx in self.feature_indices.items()}
 
 
-# --------------------------------------------------------------------------- spec builders
 class _Layout:
     def __init__(self):
         self.weights: dict[str, tuple] = {}  # module -> (out_group, in_group)
@@ -202,12 +174,6 @@ def _check_groupnorm(model: nn.Module) -> None:
 
 def permutation_spec(model: nn.Module, extra_axes: dict | None = None) -> PermutationSpec:
     """Build the permutation spec of an ``MLP``, ``VGG11`` or ``ResNet20`` instance."""
-    from lmcflow.models import (  # local: models imports nothing from here
-        MLP,
-        VGG11,
-        ResNet20,
-    )
-
     _check_groupnorm(model)
     if isinstance(model, MLP):
         arch, lay = "mlp", _mlp_layout(model)
@@ -282,7 +248,6 @@ def permutation_spec(model: nn.Module, extra_axes: dict | None = None) -> Permut
                            feature_indices={g: tuple(v) for g, v in lay.features.items()}, parameters=params)
 
 
-# --------------------------------------------------------------------------- applying
 def _check_perms(spec: PermutationSpec, perms: dict) -> None:
     missing = [g for g in spec.groups if g not in perms]
     extra = [g for g in perms if g not in spec.sizes]
@@ -311,176 +276,8 @@ def apply_permutation(spec: PermutationSpec, state_dict: dict, perms: dict) -> d
     return out
 
 
-def _permute_except(t: torch.Tensor, ax: tuple, perms: dict, skip: int) -> torch.Tensor:
+def permute_except(t: torch.Tensor, ax: tuple, perms: dict, skip: int) -> torch.Tensor:
     for axis, g in enumerate(ax):
         if g is not None and axis != skip:
             t = t.index_select(axis, perms[g])
     return t
-
-
-def weight_matching_objective(spec: PermutationSpec, sd_a: dict, sd_b: dict, perms: dict,
-                              keys=None) -> float:
-    """J(P) = Σ_k <W_a[k], π_P(W_b[k])> in float64 over ``keys`` (default: trainable parameters)."""
-    keys = spec.parameters if keys is None else keys
-    total = 0.0
-    for k in keys:
-        a = sd_a[k].double()
-        b = _permute_except(sd_b[k].double(), spec.axes[k], {g: p.to(a.device) for g, p in perms.items()}, -1)
-        total += float((a * b).sum())
-    return total
-
-
-def identity(spec: PermutationSpec) -> tuple[dict, dict]:
-    perms = {g: torch.arange(n) for g, n in spec.sizes.items()}
-    return perms, {"objective": float("nan"), "iterations": 0, "seconds": 0.0}
-
-
-def random_permutation(spec: PermutationSpec, seed: int) -> tuple[dict, dict]:
-    """Independent uniform permutation per group, from ``generator("random_permutation", seed)``."""
-    t0 = time.perf_counter()
-    g = generator("random_permutation", seed)
-    perms = {grp: torch.randperm(n, generator=g) for grp, n in spec.sizes.items()}
-    return perms, {"objective": float("nan"), "iterations": 0, "seconds": time.perf_counter() - t0}
-
-
-@torch.no_grad()
-def weight_matching(spec: PermutationSpec, sd_a: dict, sd_b: dict, max_iter: int = 100, seed: int = 0,
-                    dtype: torch.dtype = torch.float64) -> tuple[dict, dict]:
-    """Git Re-Basin weight matching (coordinate descent over groups; see module doc)."""
-    t0 = time.perf_counter()
-    keys = spec.parameters
-    device = sd_a[keys[0]].device
-    wa = {k: sd_a[k].to(device=device, dtype=dtype) for k in keys}
-    wb = {k: sd_b[k].to(device=device, dtype=dtype) for k in keys}
-    keyset = set(keys)
-    members = {g: [(k, ax) for k, ax in spec.members[g] if k in keyset] for g in spec.groups}
-    groups = [g for g in spec.groups if members[g]]
-    perms = {g: torch.arange(n, device=device) for g, n in spec.sizes.items()}
-
-    def objective() -> float:
-        return float(sum((wa[k] * _permute_except(wb[k], spec.axes[k], perms, -1)).sum() for k in keys))
-
-    gen = generator("weight_matching", seed)
-    history = [objective()]
-    sweeps = 0
-    for _ in range(max_iter):
-        sweeps += 1
-        improved = False
-        for gi in torch.randperm(len(groups), generator=gen).tolist():
-            grp = groups[gi]
-            n = spec.sizes[grp]
-            cost = torch.zeros(n, n, dtype=dtype, device=device)
-            for k, axis in members[grp]:
-                a = wa[k].movedim(axis, 0).reshape(n, -1)
-                b = _permute_except(wb[k], spec.axes[k], perms, axis).movedim(axis, 0).reshape(n, -1)
-                cost += a @ b.T
-            _, col = linear_sum_assignment(cost.cpu().numpy(), maximize=True)
-            new = torch.as_tensor(col, dtype=torch.long, device=device)
-            rows = torch.arange(n, device=device)
-            old_score = float(cost[rows, perms[grp]].sum())
-            new_score = float(cost[rows, new].sum())
-            if new_score > old_score + 1e-12 * max(1.0, abs(old_score)):
-                perms[grp] = new
-                improved = True
-        history.append(objective())
-        if not improved:
-            break
-    info = {"objective": history[-1], "iterations": sweeps, "seconds": time.perf_counter() - t0,
-            "objective_history": history}
-    return {g: p.cpu() for g, p in perms.items()}, info
-
-
-@torch.no_grad()
-def activation_matching(model_a: nn.Module, model_b: nn.Module, spec: PermutationSpec, x: torch.Tensor,
-                        batch_size: int = 500) -> tuple[dict, dict]:
-    """Match units by the Pearson correlation of their activations on ``x`` (see module doc)."""
-    t0 = time.perf_counter()
-    device = next(iter(model_a.state_dict().values())).device
-    corrs = feature_correlations(model_a, model_b, x.to(device), batch_size=batch_size)
-    perms, per_group = {}, {}
-    total, count = 0.0, 0
-    for grp, idx in spec.feature_indices.items():
-        c = torch.stack([corrs[i].double().cpu() for i in idx]).mean(0)
-        if c.shape != (spec.sizes[grp],) * 2:
-            raise ValueError(f"group {grp}: correlation matrix {tuple(c.shape)} does not match "
-                             f"{spec.sizes[grp]} units; hidden_features and the spec disagree")
-        _, col = linear_sum_assignment(c.numpy(), maximize=True)
-        perms[grp] = torch.as_tensor(col, dtype=torch.long)
-        matched = c[torch.arange(len(col)), perms[grp]]
-        per_group[grp] = float(matched.mean())
-        total += float(matched.sum())
-        count += len(col)
-    info = {"objective": total / count, "iterations": 1, "seconds": time.perf_counter() - t0,
-            "per_group": per_group}
-    return perms, info
-
-
-def align(method: str, model_a: nn.Module, model_b: nn.Module, x_train: torch.Tensor | None = None,
-          seed: int = 0, **kw) -> tuple[dict, dict]:
-    """Permutations of model B that align it to model A with ``method`` (one of ``METHODS``).
-
-    ``kw``: weight_matching takes ``max_iter``; activation_matching takes ``batch_size``.
-    Apply the result with ``apply_permutation(permutation_spec(model_b), model_b.state_dict(), perms)``.
-    """
-    if method not in METHODS:
-        raise ValueError(f"alignment method {method!r} is unknown; allowed: {', '.join(METHODS)}")
-    spec = permutation_spec(model_a)
-    spec_b = permutation_spec(model_b)
-    if spec.axes != spec_b.axes or spec.sizes != spec_b.sizes:
-        raise ValueError("models A and B have different architectures or widths; they cannot be aligned")
-    if method == "identity":
-        return identity(spec)
-    if method == "random_permutation":
-        return random_permutation(spec, seed)
-    if method == "weight_matching":
-        return weight_matching(spec, model_a.state_dict(), model_b.state_dict(), seed=seed, **kw)
-    if x_train is None:
-        raise ValueError("activation_matching needs x_train")
-    return activation_matching(model_a, model_b, spec, x_train, **kw)
-
-
-# --------------------------------------------------------------------------- symmetry-breaking layers
-def has_asymmetric_layers(model: nn.Module) -> bool:
-    from lmcflow.symmetry import is_asymmetric
-
-    return any(is_asymmetric(m) for m in model.modules())
-
-
-def to_dense_form(model: nn.Module) -> bool:
-    """Load ``effective_state_dict(model)`` into ``model`` in place if it has symmetry-breaking layers.
-
-    W-asymmetric / SyRe layers keep W_eff = mask⊙W + offset with a fixed mask and offset; permuting
-    the stored W alone would move trainable entries onto fixed positions. In the dense form
-    (weight = W_eff, mask = 1, offset = 0) the model computes the same function, weight matching
-    reads W_eff, and permutation plus interpolation act on W_eff. Returns True if converted.
-    """
-    if not has_asymmetric_layers(model):
-        return False
-    from lmcflow.symmetry import effective_state_dict
-
-    model.load_state_dict(effective_state_dict(model))
-    return True
-
-
-# --------------------------------------------------------------------------- storage
-def save_permutation_sets(path, sets: dict, info: dict) -> str:
-    """Save {(seed_a, seed_b): {group: perm}} as int64 tensors ``pair-<a>-<b>/<group>`` with ``info`` as
-    metadata; returns the file's SHA-256."""
-    tensors = {f"pair-{a}-{b}/{g}": p.to(torch.int64) for (a, b), perms in sets.items() for g, p in perms.items()}
-    return save_tensors(path, tensors, {**info, "pairs": [list(k) for k in sets]})
-
-
-def load_permutation_sets(path, expected_sha256: str | None = None) -> tuple[dict, dict]:
-    """({(seed_a, seed_b): {group: perm}}, metadata) of a file written by ``save_permutation_sets``."""
-    tensors, info = load_tensors(path, expected_sha256, rebuild_hint="rule align")
-    sets: dict = {}
-    for key, value in tensors.items():
-        pair, group = key.split("/", 1)
-        _, a, b = pair.split("-")
-        sets.setdefault((int(a), int(b)), {})[group] = value
-    return sets, info
-
-
-__all__ = ["METHODS", "PermutationSpec", "permutation_spec", "apply_permutation", "identity",
-           "weight_matching", "weight_matching_objective", "activation_matching", "random_permutation",
-           "align", "save_permutation_sets", "load_permutation_sets", "has_asymmetric_layers", "to_dense_form"]

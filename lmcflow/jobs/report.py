@@ -1,7 +1,8 @@
-"""Jobs that only read and write tables: aggregation, claims and figures.
+"""Jobs that only read and write tables: concatenation, barriers, claims, the claims table, provenance and the
+report's front page.
 
-They import neither torch nor the models (``lmcflow.jobs`` holds the compute jobs): torch's import
-costs ~2.5 s of CPU per job, and the default run has ~60 of these small jobs.
+They import neither torch nor the models: torch's import costs ~2.5 s of CPU per job, and the default run has ~60
+of these small jobs (figure jobs: ``lmcflow.jobs.figures``).
 """
 from __future__ import annotations
 
@@ -22,22 +23,6 @@ from lmcflow.tables import (
 )
 
 log = logging.getLogger(__name__)
-
-
-class _LazyModule:
-    """Imports a module on first attribute access: seaborn/matplotlib cost ~2 s per job, and only
-    the figure jobs need them (the table and claim jobs import this module too)."""
-
-    def __init__(self, name: str):
-        self._name = name
-
-    def __getattr__(self, attr):
-        import importlib
-
-        return getattr(importlib.import_module(self._name), attr)
-
-
-figures = _LazyModule("lmcflow.figures")
 
 
 def run_concat(paths: list, kind: str, out: str) -> None:
@@ -106,77 +91,6 @@ def _plain(v) -> str:
     if v is None:
         return "unknown"
     return ", ".join(map(str, v)) if isinstance(v, list) else str(v)
-
-
-def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, definition: str) -> None:
-    b = read_table(barriers_path, "barriers")
-    i = read_table(interp_path, "interpolation")
-    figures.save_figure(figures.barrier_vs_width(b, definition), outputs["barrier_png"], outputs["barrier_pdf"])
-    figures.save_figure(figures.error_along_lambda(i), outputs["lambda_png"], outputs["lambda_pdf"])
-    figures.save_figure(figures.loss_barrier_raw_vs_calibrated(b, definition), outputs["calib_png"],
-                        outputs["calib_pdf"])
-    figures.save_figure(figures.logit_norm_along_lambda(i), outputs["logit_png"], outputs["logit_pdf"])
-
-
-def run_paper_table1(barrier_paths: list, studies: dict, out: str, out_png: str, out_pdf: str) -> None:
-    """``paper_table1`` (``lmcflow.paper_table1``) from the width studies' barrier tables, and its figure."""
-    from lmcflow.paper_table1 import table1_rows
-
-    df = write_table(out, "paper_table1", table1_rows(concat_tables(list(barrier_paths), "barriers"), studies))
-    figures.save_figure(figures.paper_table1(df), out_png, out_pdf)
-    for r in df.to_dict("records"):
-        log.info(f"[table1] {r['study']} {r['method']} width {r['width']:g} weight decay {r['weight_decay']:g}: "
-                 f"{100 * r['barrier']:.2f}% [{100 * r['ci_low']:.2f}, {100 * r['ci_high']:.2f}] "
-                 f"(n_seeds={r['n_seeds']}); paper {100 * r['reference_value']:.2f}% — {r['reference']}")
-
-
-def run_identifiability_figures(matching_path: str, lmc_path: str, outputs: dict) -> None:
-    m = read_table(matching_path, "identifiability")
-    lmc = read_table(lmc_path, "identifiability_lmc")
-    figures.save_figure(figures.objective_vs_sigma_f(m), outputs["objective_png"], outputs["objective_pdf"])
-    figures.save_figure(figures.barrier_vs_sigma_f(lmc), outputs["barrier_png"], outputs["barrier_pdf"])
-    figures.save_figure(figures.matching_modes(m), outputs["modes_png"], outputs["modes_pdf"])
-
-
-def run_swap_cost_figures(summary_path: str, matrix_path: str, outputs: dict) -> None:
-    s = read_table(summary_path, "swap_costs")
-    m = read_table(matrix_path, "swap_matrix")
-    figures.save_figure(figures.swap_cost_heatmaps(m), outputs["heatmaps_png"], outputs["heatmaps_pdf"])
-    figures.save_figure(figures.swap_cost_vs_k(s), outputs["summary_png"], outputs["summary_pdf"])
-    figures.save_figure(figures.swap_cost_ridge_heatmaps(m), outputs["ridge_png"], outputs["ridge_pdf"])
-    figures.save_figure(figures.ridge_vs_closed_form(m, s), outputs["ridge_scatter_png"],
-                        outputs["ridge_scatter_pdf"])
-    figures.save_figure(figures.representation_geometry(s), outputs["geometry_png"], outputs["geometry_pdf"])
-
-
-def run_lmc_vs_k_figure(interp_path: str, summary_path: str, outputs: dict) -> None:
-    """Unaligned relative accuracy drop vs the data's intrinsic dimension k (the ``intrinsic-dimension-lmc``
-    claim's statistic per pair), beside the paper's values."""
-    from lmcflow.claims.identifiability import PAPER_UNALIGNED_DROP, unaligned_drops
-
-    interp = read_table(interp_path, "interpolation")
-    s = read_table(summary_path, "swap_costs")
-    drops = unaligned_drops(interp[interp.epochs == interp.epochs.max()] if len(interp) else interp, "test",
-                            "identity")
-    drops["data_k"] = drops.dataset.map(dict(zip(s.dataset, s.data_k)))
-    drops = drops[drops.data_k.notna() & (drops.data_k > 0)]
-    figures.save_figure(figures.lmc_vs_k(drops, PAPER_UNALIGNED_DROP), outputs["png"], outputs["pdf"])
-
-
-def run_coherence_figures(coherence_path: str, outputs: dict) -> None:
-    c = read_table(coherence_path, "coherence")
-    figures.save_figure(figures.barrier_vs_nu(c), outputs["barrier_png"], outputs["barrier_pdf"])
-
-
-def run_mechanism_figures(barriers_path: str, layer_metrics_path: str, outputs: dict, definition: str) -> None:
-    b = read_table(barriers_path, "barriers")
-    lm = read_table(layer_metrics_path, "layer_metrics")
-    figures.save_figure(figures.method_barrier_vs_width(b, definition), outputs["methods_png"], outputs["methods_pdf"])
-    figures.save_figure(figures.lewc_vs_width(lm), outputs["lewc_png"], outputs["lewc_pdf"])
-    figures.save_figure(figures.cross_ratio_vs_width(lm), outputs["cross_png"], outputs["cross_pdf"])
-    figures.save_figure(figures.rank_vs_width(lm), outputs["rank_png"], outputs["rank_pdf"])
-    figures.save_figure(figures.weight_decay_comparison(b, lm, definition), outputs["wd_png"],
-                        outputs["wd_pdf"])
 
 
 def run_report_front_page(claims_path: str, out: str, study_categories: list) -> None:

@@ -1,0 +1,19 @@
+"""Permutation alignment of two networks (Git Re-Basin style): the permutation spec of a model and
+``apply_permutation`` (``spec``), the alignment methods and ``align`` (``methods``), the dense form of
+symmetry-breaking layers (``dense``) and permutation files (``storage``)."""
+from lmcflow.alignment.dense import has_asymmetric_layers, to_dense_form
+from lmcflow.alignment.methods import (
+    METHODS,
+    activation_matching,
+    align,
+    identity,
+    random_permutation,
+    weight_matching,
+    weight_matching_objective,
+)
+from lmcflow.alignment.spec import PermutationSpec, apply_permutation, permutation_spec
+from lmcflow.alignment.storage import load_permutation_sets, save_permutation_sets
+
+__all__ = ["METHODS", "PermutationSpec", "permutation_spec", "apply_permutation", "identity",
+           "weight_matching", "weight_matching_objective", "activation_matching", "random_permutation",
+           "align", "save_permutation_sets", "load_permutation_sets", "has_asymmetric_layers", "to_dense_form"]

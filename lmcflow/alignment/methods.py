@@ -1,0 +1,157 @@
+"""Alignment methods: permutations of model B that align it to model A (``align``: identity, weight matching,
+activation matching, random permutation).
+
+Methods (each returns ``(perms, info)`` with ``info = {objective, iterations,
+seconds, …}``):
+
+* ``identity``: no permutation (the un-aligned baseline).
+* ``weight_matching``: maximise ``J(P) = Σ_k <W_a[k], π_P(W_b[k])>`` over the
+  trainable parameters ``k`` (Frobenius inner product, float64), by coordinate
+  descent over groups as in Git Re-Basin (Ainsworth et al., 2023, Alg. 2): each
+  step solves one linear assignment problem for one group with the others fixed;
+  the group order is a fresh random permutation per sweep (seeded); a step is
+  taken only if it strictly increases J; stop after a sweep with no improvement
+  or after ``max_iter`` sweeps. ``info["objective_history"]`` holds J at the
+  start and after every sweep (non-decreasing by construction).
+* ``activation_matching``: for each group, the Pearson correlation matrix
+  ``C[i, j] = corr(unit i of A, unit j of B)`` (``lmcflow.correlation``; conv
+  pixels count as samples), averaged over the group's ``feature_indices``; one
+  linear assignment maximising ``Σ_i C[i, perm[i]]``. Objective = mean matched
+  correlation over all units of all groups (pooled, not per-group average).
+* ``random_permutation``: an independent uniformly random permutation per group
+  (function preserving; the control).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+from scipy.optimize import linear_sum_assignment
+from torch import nn
+
+from lmcflow.alignment.spec import PermutationSpec, permutation_spec, permute_except
+from lmcflow.correlation import feature_correlations
+from lmcflow.seeding import generator
+
+METHODS = ("identity", "weight_matching", "activation_matching", "random_permutation")
+
+
+def weight_matching_objective(spec: PermutationSpec, sd_a: dict, sd_b: dict, perms: dict,
+                              keys=None) -> float:
+    """J(P) = Σ_k <W_a[k], π_P(W_b[k])> in float64 over ``keys`` (default: trainable parameters)."""
+    keys = spec.parameters if keys is None else keys
+    total = 0.0
+    for k in keys:
+        a = sd_a[k].double()
+        b = permute_except(sd_b[k].double(), spec.axes[k], {g: p.to(a.device) for g, p in perms.items()}, -1)
+        total += float((a * b).sum())
+    return total
+
+
+def identity(spec: PermutationSpec) -> tuple[dict, dict]:
+    perms = {g: torch.arange(n) for g, n in spec.sizes.items()}
+    return perms, {"objective": float("nan"), "iterations": 0, "seconds": 0.0}
+
+
+def random_permutation(spec: PermutationSpec, seed: int) -> tuple[dict, dict]:
+    """Independent uniform permutation per group, from ``generator("random_permutation", seed)``."""
+    t0 = time.perf_counter()
+    g = generator("random_permutation", seed)
+    perms = {grp: torch.randperm(n, generator=g) for grp, n in spec.sizes.items()}
+    return perms, {"objective": float("nan"), "iterations": 0, "seconds": time.perf_counter() - t0}
+
+
+@torch.no_grad()
+def weight_matching(spec: PermutationSpec, sd_a: dict, sd_b: dict, max_iter: int = 100, seed: int = 0,
+                    dtype: torch.dtype = torch.float64) -> tuple[dict, dict]:
+    """Git Re-Basin weight matching (coordinate descent over groups; see module doc)."""
+    t0 = time.perf_counter()
+    keys = spec.parameters
+    device = sd_a[keys[0]].device
+    wa = {k: sd_a[k].to(device=device, dtype=dtype) for k in keys}
+    wb = {k: sd_b[k].to(device=device, dtype=dtype) for k in keys}
+    keyset = set(keys)
+    members = {g: [(k, ax) for k, ax in spec.members[g] if k in keyset] for g in spec.groups}
+    groups = [g for g in spec.groups if members[g]]
+    perms = {g: torch.arange(n, device=device) for g, n in spec.sizes.items()}
+
+    def objective() -> float:
+        return float(sum((wa[k] * permute_except(wb[k], spec.axes[k], perms, -1)).sum() for k in keys))
+
+    gen = generator("weight_matching", seed)
+    history = [objective()]
+    sweeps = 0
+    for _ in range(max_iter):
+        sweeps += 1
+        improved = False
+        for gi in torch.randperm(len(groups), generator=gen).tolist():
+            grp = groups[gi]
+            n = spec.sizes[grp]
+            cost = torch.zeros(n, n, dtype=dtype, device=device)
+            for k, axis in members[grp]:
+                a = wa[k].movedim(axis, 0).reshape(n, -1)
+                b = permute_except(wb[k], spec.axes[k], perms, axis).movedim(axis, 0).reshape(n, -1)
+                cost += a @ b.T
+            _, col = linear_sum_assignment(cost.cpu().numpy(), maximize=True)
+            new = torch.as_tensor(col, dtype=torch.long, device=device)
+            rows = torch.arange(n, device=device)
+            old_score = float(cost[rows, perms[grp]].sum())
+            new_score = float(cost[rows, new].sum())
+            if new_score > old_score + 1e-12 * max(1.0, abs(old_score)):
+                perms[grp] = new
+                improved = True
+        history.append(objective())
+        if not improved:
+            break
+    info = {"objective": history[-1], "iterations": sweeps, "seconds": time.perf_counter() - t0,
+            "objective_history": history}
+    return {g: p.cpu() for g, p in perms.items()}, info
+
+
+@torch.no_grad()
+def activation_matching(model_a: nn.Module, model_b: nn.Module, spec: PermutationSpec, x: torch.Tensor,
+                        batch_size: int = 500) -> tuple[dict, dict]:
+    """Match units by the Pearson correlation of their activations on ``x`` (module doc)."""
+    t0 = time.perf_counter()
+    device = next(iter(model_a.state_dict().values())).device
+    corrs = feature_correlations(model_a, model_b, x.to(device), batch_size=batch_size)
+    perms, per_group = {}, {}
+    total, count = 0.0, 0
+    for grp, idx in spec.feature_indices.items():
+        c = torch.stack([corrs[i].double().cpu() for i in idx]).mean(0)
+        if c.shape != (spec.sizes[grp],) * 2:
+            raise ValueError(f"group {grp}: correlation matrix {tuple(c.shape)} does not match "
+                             f"{spec.sizes[grp]} units; hidden_features and the spec disagree")
+        _, col = linear_sum_assignment(c.numpy(), maximize=True)
+        perms[grp] = torch.as_tensor(col, dtype=torch.long)
+        matched = c[torch.arange(len(col)), perms[grp]]
+        per_group[grp] = float(matched.mean())
+        total += float(matched.sum())
+        count += len(col)
+    info = {"objective": total / count, "iterations": 1, "seconds": time.perf_counter() - t0,
+            "per_group": per_group}
+    return perms, info
+
+
+def align(method: str, model_a: nn.Module, model_b: nn.Module, x_train: torch.Tensor | None = None,
+          seed: int = 0, **kw) -> tuple[dict, dict]:
+    """Permutations of model B that align it to model A with ``method`` (one of ``METHODS``).
+
+    ``kw``: weight_matching takes ``max_iter``; activation_matching takes ``batch_size``.
+    Apply the result with ``apply_permutation(permutation_spec(model_b), model_b.state_dict(), perms)``.
+    """
+    if method not in METHODS:
+        raise ValueError(f"alignment method {method!r} is unknown; allowed: {', '.join(METHODS)}")
+    spec = permutation_spec(model_a)
+    spec_b = permutation_spec(model_b)
+    if spec.axes != spec_b.axes or spec.sizes != spec_b.sizes:
+        raise ValueError("models A and B have different architectures or widths; they cannot be aligned")
+    if method == "identity":
+        return identity(spec)
+    if method == "random_permutation":
+        return random_permutation(spec, seed)
+    if method == "weight_matching":
+        return weight_matching(spec, model_a.state_dict(), model_b.state_dict(), seed=seed, **kw)
+    if x_train is None:
+        raise ValueError("activation_matching needs x_train")
+    return activation_matching(model_a, model_b, spec, x_train, **kw)

@@ -1,0 +1,59 @@
+"""Study configuration: which config a run uses and its defaults (``loading``), studies expanded into points
+(``points``), what a point's blocks say for each stage (``params``), and the checks beyond the JSON schema
+(``checks``). Defaults live in one place, the schema ``workflow/schemas/config.schema.yaml``: code reads
+``point.merge["lambdas"]`` and never carries a fallback of its own."""
+from lmcflow.config.checks import (
+    check_alignment_semantics,
+    check_bundle_points,
+    check_identifiability_semantics,
+    check_semantics,
+)
+from lmcflow.config.loading import (
+    DEFAULT_CONFIG,
+    POINT_BLOCKS,
+    STUDY_KEYS,
+    ConfigError,
+    deep_merge,
+    resolve_config,
+    validate_config,
+)
+from lmcflow.config.params import (
+    ALIGNABLE_ARCHS,
+    ANALYSIS_FLAGS,
+    BUFFER_SYMMETRY_KEYS,
+    EXECUTION_KEYS,
+    alignment_params,
+    analysis_params,
+    bundle_key,
+    data_shape_key,
+    learning_settings,
+    mechanism_lambdas,
+    mechanism_methods,
+    mechanism_params,
+    merge_methods,
+)
+from lmcflow.config.points import (
+    Point,
+    canonical,
+    expand_points,
+    expand_study,
+    format_value,
+    get_dotted,
+    lambda_grid,
+    point_matches,
+    point_value,
+    same_value,
+    study_points,
+    sweep_grids,
+    swept_values,
+)
+
+__all__ = [
+    "ALIGNABLE_ARCHS", "ANALYSIS_FLAGS", "BUFFER_SYMMETRY_KEYS", "DEFAULT_CONFIG", "EXECUTION_KEYS", "POINT_BLOCKS",
+    "STUDY_KEYS", "ConfigError", "Point", "alignment_params", "analysis_params", "bundle_key", "canonical",
+    "check_alignment_semantics", "check_bundle_points", "check_identifiability_semantics", "check_semantics",
+    "data_shape_key", "deep_merge", "expand_points", "expand_study", "format_value", "get_dotted", "lambda_grid",
+    "learning_settings", "mechanism_lambdas", "mechanism_methods", "mechanism_params", "merge_methods",
+    "point_matches", "point_value", "resolve_config", "same_value", "study_points", "sweep_grids", "swept_values",
+    "validate_config",
+]

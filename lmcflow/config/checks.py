@@ -1,0 +1,155 @@
+"""Checks of a resolved config beyond the JSON schema, run at DAG construction before any job: datasets,
+architectures, λ grids, synthetic data, symmetry blocks, alignment and mechanism settings, claims, bundles."""
+from __future__ import annotations
+
+import json
+
+from lmcflow.catalog import TORCHVISION_DATASETS, check_params, check_symmetry
+from lmcflow.config.loading import ConfigError
+from lmcflow.config.params import (
+    _N_WEIGHT_LAYERS,
+    ALIGNABLE_ARCHS,
+    alignment_params,
+    analysis_params,
+    bundle_key,
+    mechanism_methods,
+    mechanism_params,
+    merge_methods,
+)
+from lmcflow.config.points import expand_points, point_matches, point_value
+
+
+def check_semantics(config: dict, claim_registry: dict, dataset_names, architectures) -> None:
+    """Checks beyond the JSON schema, run at DAG construction before any job."""
+    studies = config.get("studies") or {}
+    for name, study in studies.items():
+        seeds = study.get("seeds", [])
+        if len(set(seeds)) != len(seeds):
+            raise ConfigError(f"studies.{name}.seeds: seeds must be distinct, got {seeds}")
+    points = expand_points(config)
+    for (name, pid), p in points.items():
+        where = f"studies.{name} (point {pid})"
+        if p.dataset not in dataset_names:
+            raise ConfigError(f"{where}: dataset {p.dataset!r} is not defined; allowed: {', '.join(dataset_names)}")
+        if p.model.get("arch") not in architectures:
+            raise ConfigError(f"{where}: model.arch {p.model.get('arch')!r} is unknown; "
+                              f"allowed: {', '.join(architectures)}")
+        if not p.model.get("width", 0) > 0:
+            raise ConfigError(f"{where}: model.width must be > 0, got {p.model.get('width')}")
+        n = int(p.merge["lambdas"])
+        if n < 3 or (n - 1) % 2:
+            raise ConfigError(f"{where}: merge.lambdas={n} must be odd and ≥ 3 so the grid holds 0, ½ and 1")
+        if p.model.get("arch") != "mlp" and p.model.get("norm") == "layernorm":
+            raise ConfigError(f"{where}: model.norm=layernorm is only for the MLP; use batchnorm or groupnorm")
+    check_identifiability_semantics(config, points)
+    check_alignment_semantics(points)
+    for cid, ccfg in (config.get("claims") or {}).items():
+        if cid not in claim_registry:
+            raise ConfigError(f"claims.{cid}: unknown claim id; known: {', '.join(sorted(claim_registry))}")
+        claim = claim_registry[cid]
+        named = (ccfg or {}).get("study")
+        names = list(named) if isinstance(named, list) else [named]
+        if len(names) > 1 and not claim.multi_study:
+            raise ConfigError(f"claims.{cid}.study: this claim reads one study, got the list {names}")
+        if not names:
+            raise ConfigError(f"claims.{cid}.study: the list of studies is empty")
+        for study in names:
+            if study not in studies:
+                raise ConfigError(f"claims.{cid}.study: {study!r} is not a study in this config; "
+                                  f"defined: {', '.join(studies) or 'none'}")
+            claim.check_config(cid, ccfg, study, studies[study], [p for (s, _), p in points.items() if s == study])
+
+
+def check_identifiability_semantics(config: dict, points: dict) -> None:
+    """Synthetic dataset parameters, dataset subsets, symmetry blocks and analysis flags."""
+    data = config.get("data") or {}
+    synthetic = data.get("synthetic") or {}
+    for name, params in synthetic.items():
+        try:
+            check_params(name, params)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    for name, sub in (data.get("subsets") or {}).items():
+        if name in TORCHVISION_DATASETS or name in synthetic:
+            raise ConfigError(f"data.subsets.{name}: the name is already a torchvision or synthetic dataset; "
+                              f"choose another name")
+        if (sub or {}).get("base") not in TORCHVISION_DATASETS:
+            raise ConfigError(f"data.subsets.{name}.base: {(sub or {}).get('base')!r} is not a torchvision "
+                              f"dataset; allowed: {', '.join(sorted(TORCHVISION_DATASETS))}")
+    for (name, pid), p in points.items():
+        where = f"studies.{name} (point {pid})"
+        try:
+            sym = check_symmetry(p.model.get("symmetry"))
+        except ValueError as err:
+            raise ConfigError(f"{where}: {err}") from None
+        n_layers = _N_WEIGHT_LAYERS.get(p.model.get("arch"))
+        if n_layers and sym["kind"] in ("w_asymmetric", "syre"):
+            need = n_layers(p.model)
+            for key in ("n_fixed", "sigma_f_scale"):
+                v = sym[key]
+                if isinstance(v, (list, tuple)) and len(v) < need:
+                    raise ConfigError(f"{where}: model.symmetry.{key} has {len(v)} entries but "
+                                      f"model.arch={p.model['arch']} has {need} weight layers (head included); "
+                                      f"give one entry per layer or a single number")
+        a = analysis_params(p)
+        other = [f for f in a["matching_features"] if f != "post_activation"]
+        if a["identifiability"] and other and p.model.get("arch") != "mlp":
+            raise ConfigError(f"{where}: analysis.matching_features {other} need model.arch mlp (other architectures "
+                              f"give post-activation features only); got {p.model.get('arch')!r}")
+        if a["swap_costs"] and a["ridge_beta"] is not None and a["ridge_steps"] > 0 and \
+                p.model.get("arch") not in ("mlp", "sum_relu"):
+            raise ConfigError(f"{where}: analysis.ridge_steps > 0 (the post-activation ridge fit) is for linear layers "
+                              f"(model.arch mlp or sum_relu); use ridge_steps: 0 for {p.model.get('arch')!r}")
+        if (a["identifiability"] or a["coherence"]) and len(p.seeds) < 2:
+            raise ConfigError(f"{where}: analysis.identifiability / analysis.coherence compare seed pairs; "
+                              f"studies.{name}.seeds needs at least 2 seeds")
+        if p.model.get("arch") == "sum_relu" and not (p.dataset in synthetic and
+                                                      synthetic[p.dataset].get("generator") == "coherence"):
+            raise ConfigError(f"{where}: model.arch=sum_relu has a scalar output and needs a regression "
+                              f"dataset (a data.synthetic entry with generator: coherence), got {p.dataset!r}")
+
+
+def check_alignment_semantics(points: dict) -> None:
+    """merge.alignment.at names settings and matches a point; aligned/mechanism models can be aligned."""
+    by_study: dict[str, list] = {}
+    for (name, pid), p in points.items():
+        by_study.setdefault(name, []).append(p)
+        where = f"studies.{name} (point {pid})"
+        for key in alignment_params(p)["at"] or {}:
+            if point_value(p, key) is None:
+                raise ConfigError(f"{where}: merge.alignment.at.{key}: {key!r} names no setting of the point")
+        mech = mechanism_params(p)
+        unknown = [m for m in mech["methods"] if m not in p.merge["methods"]]
+        if unknown:
+            raise ConfigError(f"{where}: analysis.mechanism.methods {unknown} are not in merge.methods "
+                              f"{p.merge.get('methods')}; the mechanism reads the merge's aligned pairs")
+        aligned = [m for m in merge_methods(p) if m != "identity"]
+        if (aligned or mechanism_methods(p)) and p.model.get("arch") not in ALIGNABLE_ARCHS:
+            what = "merge.methods " + str(aligned) if aligned else "analysis.mechanism"
+            raise ConfigError(f"{where}: {what} needs model.arch in {', '.join(ALIGNABLE_ARCHS)}, "
+                              f"got {p.model.get('arch')!r}")
+    for name, pts in by_study.items():
+        wanted = {m for p in pts for m in p.merge["methods"] if m != "identity"}
+        if wanted and not any(point_matches(p, alignment_params(p)["at"]) for p in pts):
+            raise ConfigError(f"studies.{name}: merge.alignment.at {alignment_params(pts[0])['at']} matches no "
+                              f"point of the study, so merge.methods {sorted(wanted)} would never run")
+
+
+def check_bundle_points(points: list, data_cfg: dict | None = None, label: str = "bundle") -> None:
+    """ConfigError naming two points of ``points`` that cannot share a bundle, and how they differ."""
+    if not points:
+        return
+    ref = json.loads(bundle_key(points[0], data_cfg))
+    for p in points[1:]:
+        key = json.loads(bundle_key(p, data_cfg))
+        if key != ref:
+            diff = []
+            for block, want in ref.items():
+                got = key[block]
+                if isinstance(want, dict):
+                    diff += [f"{block}.{k}" for k in sorted(set(want) | set(got)) if want.get(k) != got.get(k)]
+                elif want != got:
+                    diff.append(block)
+            raise ConfigError(f"{label}: points {points[0].study}/{points[0].point} and {p.study}/{p.point} cannot "
+                              f"train in one bundle: they differ in {', '.join(diff)} (a bundle needs the same model "
+                              f"structure, train settings and data shape)")

@@ -1,0 +1,171 @@
+"""Rule ``train``: models of one seed block trained (alone or stacked in bundles), each written as a checkpoint and
+a one-row ``runs`` table."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from lmcflow.config import Point, learning_settings
+from lmcflow.data import load_dataset
+from lmcflow.io import save_tensors
+from lmcflow.jobs.common import as_point, device_name, init_model, load_datasets, model_spec_for
+from lmcflow.models import ModelSpec, count_parameters
+from lmcflow.stacking import Member, train_bundle
+from lmcflow.tables import point_columns, write_table
+from lmcflow.training import DivergenceError, evaluate, late_loss_drop, resolve_device, resolve_precision, train
+
+log = logging.getLogger(__name__)
+
+
+def train_digest(point: Point, seed: int, data_meta: dict, precision: str) -> str:
+    """SHA-256 of everything that decides a trained model: dataset (name and prepared-file metadata,
+    which holds its sizes and normalisation statistics), model block, train settings (without
+    execution-only keys such as resources, checkpoint_every and bundle), seed and the precision
+    actually used. Stored in resumable states: a state of another digest is never resumed."""
+    payload = {"dataset": point.dataset, "data": data_meta, "model": point.model,
+               "train": learning_settings(point.train), "seed": int(seed), "precision": precision}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def state_path_for(ckpt: str, point: Point, seed: int, state_dir: str | None = None) -> Path:
+    """Resumable training state of a model: beside its checkpoint, or under ``state_dir``."""
+    if state_dir is None:
+        return Path(ckpt).with_name(Path(ckpt).stem + ".state.safetensors")
+    return Path(state_dir) / point.study / point.point / f"seed-{seed}.state.safetensors"
+
+
+def run_label(point: Point, seed: int) -> str:
+    return f"{point.study}/{point.point}/seed-{seed}"
+
+
+def default_bundle_id(members: list[tuple[Point, int]]) -> str:
+    """``study/point/seed-S`` for one model, ``study/point/seeds-0+1+2`` for seeds of one point, else
+    ``bundle-<12 hex digits of the SHA-256 of the sorted member labels>``."""
+    if len(members) == 1:
+        return run_label(*members[0])
+    if len({(p.study, p.point) for p, _ in members}) == 1:
+        p = members[0][0]
+        return f"{p.study}/{p.point}/seeds-{'+'.join(str(s) for s in sorted(s for _, s in members))}"
+    labels = "\n".join(sorted(run_label(p, s) for p, s in members))
+    return "bundle-" + hashlib.sha256(labels.encode()).hexdigest()[:12]
+
+
+def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: str, device: str = "auto") -> dict:
+    t0 = time.perf_counter()
+    dev = resolve_device(device)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    data = load_dataset(data_path).to(dev)
+    spec = model_spec_for(point, data)
+    model = init_model(spec, seed).to(dev)
+    log.info(f"[train] {point.study}/{point.point} seed={seed} arch={spec.arch} width={spec.width} "
+        f"params={count_parameters(model)} device={dev}")
+    state_path = state_path_for(out_ckpt, point, seed)
+    digest = train_digest(point, seed, data.meta, resolve_precision(point.train.get("precision", "auto"), dev))
+    info = train(model, data, point.train, seed, dev, state_path=state_path, state_digest=digest,
+                 name=f"{point.study}/{point.point} seed={seed}")
+    return _write_trained(point, seed, spec, model, data, info, out_ckpt, out_row, dev, run_label(point, seed), t0)
+
+
+def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: dict, out_ckpt: str, out_row: str,
+                   dev, bundle_id: str, t0: float) -> dict:
+    """Checkpoint (safetensors: weights + spec, point, seed, history; nothing host- or time-dependent),
+    its SHA-256, and the model's one-row ``runs`` table (timings and host live only there)."""
+    metrics = {s: evaluate(model, data.x[s], data.y[s], data.task) for s in ("train", "val", "test")}
+    meta = {"model_spec": spec.to_dict(), "study": point.study, "point": point.point, "seed": seed,
+            "history": info["history"]}
+    digest = save_tensors(out_ckpt, model.state_dict(), meta)
+    row = {**point_columns(point), "seed": seed, "n_params": count_parameters(model),
+           **{f"{s}_{k}": v for s, m in metrics.items() for k, v in m.items()},
+           "train_loss_late_drop": late_loss_drop(info["history"]),
+           "wall_time_s": time.perf_counter() - t0, "train_seconds": info["train_seconds"],
+           "device": device_name(dev),
+           "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
+           "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id}
+    write_table(out_row, "runs", [row])
+    log.info(f"[train] {point.study}/{point.point} seed={seed} done: test acc={metrics['test']['acc']:.4f} "
+        f"loss={metrics['test']['loss']:.4f} sha256={digest[:12]}")
+    return row
+
+
+def run_train_bundle(members: list[dict], data_paths: dict, device: str = "auto", state_dir: str | None = None,
+                     bundle_id: str | None = None) -> list[dict]:
+    """Train several models as one bundle (``lmcflow.stacking.train_bundle``) and write, for each, exactly
+    what ``run_train`` writes for it: its checkpoint, SHA-256 and one-row ``runs`` table.
+
+    ``members``: one dict per model, ``{"point": Point (or its dict), "seed": int, "ckpt": checkpoint
+    path, "row": run-row path}``; models and train settings must agree (``lmcflow.stacking.check_bundle``).
+    ``data_paths``: dataset name -> prepared data file (each loaded once). ``state_dir``: where the
+    resumable states go (None: beside each checkpoint, as ``run_train``). ``bundle_id``: the
+    ``bundle_id`` column (default ``default_bundle_id``). Returns the run rows of the written models.
+    A bundle of one trains exactly as ``run_train``. If members diverge, the healthy ones are written
+    (and their final states kept) before ``DivergenceError`` names the diverged points and seeds.
+    """
+    return run_train_group([members], data_paths, device, state_dir, [bundle_id])
+
+
+def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "auto", state_dir: str | None = None,
+                    bundle_ids: list | None = None) -> list[dict]:
+    """Rule ``train``: the bundles of one seed block of a grid group (``lmcflow.grouping.grid_groups``), one after
+    the other in this process, each as ``run_train_bundle`` trains it (members as there; every dataset is loaded
+    once). A bundle whose members diverge does not stop the others: every healthy model is written, then one
+    ``DivergenceError`` names every diverged point and seed."""
+    t0 = time.perf_counter()
+    if not bundles or not all(bundles):
+        raise ValueError("run_train_group: every bundle needs at least one member")
+    dev = resolve_device(device)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    stacks = [[(as_point(m["point"]), int(m["seed"]), str(m["ckpt"]), str(m["row"])) for m in members]
+              for members in bundles]
+    datasets = load_datasets(data_paths, [p for entries in stacks for p, *_ in entries], dev)
+    rows, failures = [], []
+    for entries, bid in zip(stacks, bundle_ids or [None] * len(stacks), strict=True):
+        try:
+            rows += _train_one_bundle(entries, datasets, dev, state_dir, bid, t0)
+        except DivergenceError as err:
+            failures.append(err)
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        raise DivergenceError(" | ".join(str(err) for err in failures),
+                              diverged=[d for err in failures for d in err.diverged],
+                              results=[r for err in failures for r in err.results])
+    return rows
+
+
+def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bundle_id, t0: float) -> list[dict]:
+    bid = bundle_id or default_bundle_id([(p, s) for p, s, *_ in entries])
+    bundle, specs = [], []
+    for point, seed, ckpt, _ in entries:
+        data = datasets[point.dataset]
+        spec = model_spec_for(point, data)
+        specs.append(spec)
+        precision = resolve_precision(point.train.get("precision", "auto"), dev)
+        bundle.append(Member(model=init_model(spec, seed).to(dev), data=data, seed=seed, cfg=point.train,
+                             name=f"{point.study}/{point.point} seed={seed}",
+                             state_path=state_path_for(ckpt, point, seed, state_dir),
+                             digest=train_digest(point, seed, data.meta, precision)))
+    log.info(f"[train] bundle {bid}: {len(bundle)} models arch={specs[0].arch} width={specs[0].width} "
+             f"params={count_parameters(bundle[0].model)} each, device={dev}")
+    failure = None
+    try:
+        results = train_bundle(bundle, dev)
+    except DivergenceError as err:
+        if not err.results:
+            raise
+        failure, results = err, err.results
+    rows = []
+    for (point, seed, ckpt, row_path), spec, member, res in zip(entries, specs, bundle, results, strict=True):
+        if res["diverged"] is None:
+            rows.append(_write_trained(point, seed, spec, member.model, member.data, res, ckpt, row_path, dev,
+                                       bid, t0))
+    if failure is not None:
+        raise failure
+    return rows
+
+
