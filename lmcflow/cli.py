@@ -68,8 +68,6 @@ def _interval(statistic, low, high) -> str:
 def claims_markdown(results: str | Path) -> str:
     """A Markdown verdict table from ``results/claims/*.json``: claim, paper, verdict, the headline statistic
     with its 95% interval, and the paper's values that fit our study (all of them where none fits)."""
-    import json
-
     rows = [json.loads(f.read_text()) for f in sorted((Path(results) / "claims").glob("*.json"))]
     lines = ["| claim | paper | verdict | ours: statistic [95% CI] | paper's value (ours) |", "|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["paper"], r["claim_id"])):
