@@ -5,7 +5,7 @@ rules."""
 from __future__ import annotations
 
 from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS, PlanError
-from lmcflow.plan.dag import Job, needed_jobs, plan_job_counts, producers, rule_jobs
+from lmcflow.plan.dag import DuplicateOutput, Job, needed_jobs, plan_job_counts, producers, rule_jobs
 from lmcflow.plan.rules import Plan
 
 
@@ -20,5 +20,5 @@ def job_counts(config_path=None) -> dict[str, int]:
     return plan_job_counts(load_plan(config_path))
 
 
-__all__ = ["CONCAT_KINDS", "RESULT_KINDS", "Job", "Plan", "PlanError", "job_counts", "load_plan", "needed_jobs",
-           "plan_job_counts", "producers", "rule_jobs"]
+__all__ = ["CONCAT_KINDS", "RESULT_KINDS", "DuplicateOutput", "Job", "Plan", "PlanError", "job_counts", "load_plan",
+           "needed_jobs", "plan_job_counts", "producers", "rule_jobs"]
