@@ -101,6 +101,9 @@ class Plan(PlanBase):
 
         return get
 
+    def prepare_data_cfg(self, wc):
+        return self.data_cfg_for(wc.dataset)
+
     # ----------------------------------------------------------------------- rule train
     def train_points(self, wc):
         return [p.job_dict("model", "train") for p in self.group_points(wc)]

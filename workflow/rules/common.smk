@@ -93,4 +93,4 @@ claim_inputs = PLAN.claim_inputs
 claim_params_cfg = PLAN.claim_params_cfg
 claim_points = PLAN.claim_points
 claims_table_inputs = PLAN.claims_table_inputs
-data_cfg_for = PLAN.data_cfg_for
+prepare_data_cfg = PLAN.prepare_data_cfg
