@@ -80,15 +80,26 @@ def test_config_errors_surface_as_config_errors():
         Plan.from_files([], {"studies": {"width": {"dataset": "no_such_dataset"}}})
 
 
-def dry_run_counts(config, workdir) -> dict:
+def dry_run(config, workdir) -> tuple[dict, set]:
+    """({rule: jobs} of the job-stats table, {(rule, outputs, inputs)} of the jobs) of ``snakemake -n``."""
     cmd = [str(Path(sys.executable).with_name("snakemake")), "-n", "--snakefile", str(REPO / "Snakefile"),
            "--directory", str(workdir)] + (["--configfile", str(REPO / config)] if config else [])
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    table = (res.stdout + res.stderr).split("Job stats:")[1].split("\n\n")[0]
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    text = res.stdout + res.stderr
+    table = text.split("Job stats:")[1].split("\n\n")[0]
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    jobs = set()
+    for block in re.split(r"^(?=(?:local)?rule \w+:$)", text, flags=re.M)[1:]:
+        rule = re.match(r"(?:local)?rule (\w+):", block)[1]
+        field = {m[1]: tuple(m[2].split(", ")) for m in re.finditer(r"^    (input|output): (.*)$", block, re.M)}
+        jobs.add((rule, field.get("output", ()), field.get("input", ())))
+    return counts, jobs
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_job_counts_equal_snakemakes_dry_run(config, tmp_path):
-    assert job_counts(config) == dry_run_counts(config, tmp_path)
+def test_jobs_and_counts_equal_snakemakes_dry_run(config, tmp_path):
+    counts, jobs = dry_run(config, tmp_path)
+    assert job_counts(config) == counts
+    planned = {(j.rule, tuple(j.output), tuple(j.input_files())) for j in needed_jobs(load_plan(config))}
+    assert planned == jobs
