@@ -65,3 +65,19 @@ def test_trace_refuses_unknown_claims_and_unconfigured_ones(capsys):
     assert "lmcflow trace: no claim 'no-such-claim'; registered: " in capsys.readouterr().err
     assert main(["trace", "lewc", "--config", str(REPO / "config/paper_identifiability.yaml")]) == 2
     assert "does not configure claim 'lewc'" in capsys.readouterr().err
+
+
+def test_the_rule_files_hold_the_plans_rules_and_their_params_are_plan_functions():
+    """The trace reads each job's params through the plan: every params entry of a rule names a plan function of
+    the wildcards, reads the config, passes a wildcard, or is a constant."""
+    from lmcflow.plan import Plan, load_plan, rule_jobs
+    from lmcflow.plan.rulefiles import read_rules
+
+    rules = read_rules()
+    assert set(rules) == {j.rule for j in rule_jobs(load_plan(None))}
+    constant = re.compile(r'^(config\["\w+"\]|lambda wc: wc\.\w+|f?"[^"]*"|[A-Z_]+|\w+\(\))$')
+    for rule in rules.values():
+        for name, expr in rule.params.items():
+            assert constant.match(expr) or callable(getattr(Plan, expr, None)), f"rule {rule.name}: {name}={expr}"
+        if rule.name != "all":
+            assert rule.script and rule.script.is_file(), rule.name

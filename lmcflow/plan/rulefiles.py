@@ -44,9 +44,9 @@ def where_defined(fn) -> str:
 
 
 def read_rules(root: Path = CHECKOUT) -> dict[str, RuleText]:
-    """Every rule of ``workflow/rules/*.smk``: where it is, its script and its params entries."""
+    """Every rule of the Snakefile and ``workflow/rules/*.smk``: where it is, its script and its params entries."""
     rules = {}
-    for smk in sorted((root / "workflow/rules").glob("*.smk")):
+    for smk in [root / "Snakefile", *sorted((root / "workflow/rules").glob("*.smk"))]:
         text = smk.read_text()
         starts = [(m.group(1), m.start()) for m in RULE_RE.finditer(text)]
         for i, (name, start) in enumerate(starts):
