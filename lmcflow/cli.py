@@ -5,6 +5,7 @@
     lmcflow claims [results]              # verdicts, statistic and CI, controls, the paper's value beside ours
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
+    lmcflow trace CLAIM [--config my.yaml] # verdict -> statistic -> tables -> rules and job functions -> config keys
 """
 from __future__ import annotations
 
@@ -99,6 +100,10 @@ def main(argv=None) -> int:
     v.add_argument("results", nargs="?", default="results")
     v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
                                      "relative to (default: the results folder's parent)")
+    tr = sub.add_parser("trace", help="a claim's chain: verdict, statistic, tables, rules, job functions, config keys")
+    tr.add_argument("claim")
+    tr.add_argument("--config", help="the config that configures the claim (default: the first shipped one)")
+    tr.add_argument("--results", help="the results folder holding its verdict (default: the config's)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "validate":
@@ -116,6 +121,10 @@ def main(argv=None) -> int:
             df = read_parquet(Path(args.results) / "tables/claims.parquet", "claims")
             for r in df.itertuples():
                 print(format_claim(r._asdict()))
+        elif args.cmd == "trace":
+            from lmcflow.plan.trace import trace
+
+            print(trace(args.claim, args.config, args.results))
         elif args.cmd == "verify":
             return run_verify(args.results, args.workdir)
     except ConfigError as err:

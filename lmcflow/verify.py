@@ -37,9 +37,7 @@ from lmcflow.io import (
 log = logging.getLogger(__name__)
 
 # Rule that writes a per-study table (work/tables/<study>/<kind>.parquet), by kind; others: study_table.
-STUDY_TABLE_RULES = {"barriers": "study_barriers", "coherence": "coherence_table",
-                     **{k: "identifiability_study_table"
-                        for k in ("identifiability", "identifiability_lmc", "swap_costs", "swap_matrix")}}
+STUDY_TABLE_RULES = {"barriers": "study_barriers", "coherence": "coherence_table"}
 
 # (table, path column, hash column, rule that writes the file) of the files the tables vouch for
 HASHED_FILES = [("runs", "checkpoint", "checkpoint_sha256", "train"),

@@ -7,18 +7,17 @@ localrules:
 rule claim:
     """A claim verdict computed from its study's tables (seed-level jackknife CI, lmcflow.claims.stats)."""
     input:
-        unpack(claim_study_tables),
-        # device and precision of the studies' models, for the claim's provenance
-        provenance_runs=lambda wc: [study_table(s, "runs") for s in claim_studies(CLAIM_CFG[wc.claim])],
+        # the claim's tables, and its studies' runs tables (device and precision, for the claim's provenance)
+        unpack(claim_inputs),
     output:
-        report(f"{RESULTS}/claims/{{claim}}.json", caption="../report/claim.rst", category="claims"),
+        report(claim_file("{claim}"), caption="../report/claim.rst", category="claims"),
     log:
         f"{LOGS}/claims/{{claim}}.log",
     wildcard_constraints:
         claim="|".join(CLAIM_CFG) or "NO_CLAIMS",
     params:
         claim=lambda wc: wc.claim,
-        claim_cfg=lambda wc: canonical(CLAIM_CFG[wc.claim]),
+        claim_cfg=claim_params_cfg,
         points=claim_points,
     script:
         "../scripts/claim.py"
@@ -26,9 +25,9 @@ rule claim:
 
 rule claims_table:
     input:
-        [f"{RESULTS}/claims/{c}.json" for c in CLAIM_CFG],
+        claims_table_inputs(),
     output:
-        f"{RESULTS}/tables/claims.parquet",
+        CLAIMS_TABLE,
     log:
         f"{LOGS}/claims/claims_table.log",
     script:
@@ -38,7 +37,7 @@ rule claims_table:
 rule report_front_page:
     """The report's landing text: every verdict beside the paper's number, with links to the figures."""
     input:
-        f"{RESULTS}/tables/claims.parquet",
+        CLAIMS_TABLE,
     output:
         FRONT_PAGE,
     log:

@@ -7,7 +7,7 @@ rule prepare_data:
     resources:
         mem_mb=8000,
     params:
-        data_cfg=lambda wc: data_cfg_for(wc.dataset),
+        data_cfg=prepare_data_cfg,
         cache_root=f"{WORK}/data/raw",
     script:
         "../scripts/prepare_data.py"

@@ -3,9 +3,9 @@ rule interpolate:
     pair block, every point of a grid group and every merge method of the point (B permuted by rule align's
     permutations for method ≠ identity)."""
     input:
-        data=lambda wc: sorted(group_data(wc).values()),
+        data=group_data_files,
         bundles=block_bundles,
-        alignment=lambda wc: [f for e in merge_entries(wc) for fs in e["alignment"].values() for f in fs],
+        alignment=merge_alignment_files,
     output:
         merge_file("{study}", "{group}", "{blocks}"),
     log:
@@ -29,7 +29,7 @@ rule align:
     random permutation) for every seed pair of a pair block, in one safetensors file; objective, iterations
     and time in one row per pair."""
     input:
-        data=lambda wc: data_file(point_of(wc).dataset),
+        data=point_data_file,
         bundles=block_bundles,
     output:
         perms=align_file("{study}", "{point}", "{method}", "{blocks}"),
@@ -42,7 +42,7 @@ rule align:
         runtime=point_resources("merge", "runtime"),
         gpu=point_resources("merge", "gpu"),
     params:
-        point=lambda wc: job_point(wc, "model", "train", merge=["alignment"]),
+        point=align_point,
         pairs=block_pairs,
         models=block_models,
         device=config["device"],

@@ -5,7 +5,7 @@ localrules:
 rule provenance:
     """The lmcflow commit and version, torch version, devices and precisions that produced the results."""
     input:
-        runs=f"{RESULTS}/tables/runs.parquet",
+        runs=result_table("runs"),
     output:
         json=PROVENANCE_FILES[0],
         html=report(PROVENANCE_FILES[1], caption="../report/provenance.rst", category="provenance"),

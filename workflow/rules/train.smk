@@ -3,7 +3,7 @@ rule train:
     bundle per set of points whose models stack (init and data order derive from each model's seed). One
     checkpoint and one run row per model."""
     input:
-        data=lambda wc: sorted(group_data(wc).values()),
+        data=group_data_files,
     output:
         directory(bundle_dir("{study}", "{group}", "{block}")),
     log:
@@ -14,11 +14,9 @@ rule train:
         runtime=point_resources("train", "runtime", per_model=True),
         gpu=point_resources("train", "gpu"),
     params:
-        points=lambda wc: [p.job_dict("model", "train") for p in group_points(wc)],
-        bundles=group_stacks,
-        models=lambda wc: {
-            p.point: {s: model_paths(wc.study, p.point, s) for s in block_seeds(wc)} for p in group_points(wc)
-        },
+        points=train_points,
+        bundles=train_stacks,
+        models=train_models,
         data=group_data,
         device=config["device"],
         state_dir=f"{WORK}/state",

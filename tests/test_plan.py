@@ -1,0 +1,105 @@
+"""The DAG as lmcflow.plan computes it, without Snakemake: targets, job inputs and job counts of each shipped
+config, and the same counts as ``snakemake -n`` plans."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmcflow.config import ConfigError
+from lmcflow.plan import DuplicateOutput, Plan, job_counts, load_plan, needed_jobs, producers, rule_jobs
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = [*REPO.glob("config/*.yaml"), *REPO.glob("tests/configs/*.yaml")]
+CONFIGS = [None] + sorted(str(p.relative_to(REPO)) for p in SHIPPED if p.name != "config.yaml")
+
+
+def job(plan, rule, **wildcards):
+    return next(j for j in needed_jobs(plan)
+                if j.rule == rule and all(j.wildcards[k] == v for k, v in wildcards.items()))
+
+
+@pytest.fixture(scope="module")
+def default_plan():
+    return load_plan(None)
+
+
+def test_default_targets_and_counts(default_plan):
+    targets = default_plan.all_targets()
+    assert targets[:3] == [f"results/tables/{k}.parquet" for k in ("runs", "interpolation", "barriers")]
+    assert "results/claims/lewc.json" in targets and "results/tables/paper_table1.parquet" in targets
+    assert targets[-2:] == ["results/provenance.json", "results/provenance.html"]
+    assert len(targets) == len(set(targets)) == 79
+    counts = job_counts(None)
+    assert counts["total"] == 104 and counts["all"] == 1
+    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (8, 8, 4, 5)
+    assert counts["claim"] == len(default_plan.claim_cfg) == 18
+
+
+def test_default_job_inputs(default_plan):
+    train = job(default_plan, "train", study="width", group="grid__width-0.0625", block="0")
+    assert train.output == ["work/models/width/grid__width-0.0625/bundle-0"]
+    assert train.input == {"data": ["work/data/fashion_mnist.safetensors"]}
+    ident = job(default_plan, "identifiability", study="sigma_f", group="grid", blocks="0-0")
+    assert ident.input == {"data": ["work/data/fashion_mnist_5k.safetensors"],
+                           "bundles": ["work/models/sigma_f/grid/bundle-0"],
+                           "interpolation": ["work/merge/sigma_f/grid/blocks-0-0.parquet"]}
+    lewc = job(default_plan, "claim", claim="lewc")
+    assert lewc.input == {"layer_metrics": ["work/tables/width/layer_metrics.parquet"],
+                          "provenance_runs": ["work/tables/width/runs.parquet"]}
+    aligned = [j for j in needed_jobs(default_plan) if j.rule == "mechanism" and j.wildcards["method"] != "identity"]
+    for j in aligned:  # a non-identity method's mechanism job reads rule align's files of its pair block
+        w = j.wildcards
+        assert j.input["alignment"] == [default_plan.align_file(w["study"], w["point"], w["method"], w["blocks"]),
+                                        default_plan.align_row_file(w["study"], w["point"], w["method"], w["blocks"])]
+    swap = job(default_plan, "swap_costs", study="intrinsic_dim")
+    assert swap.input["bundle"] == ["work/models/intrinsic_dim/grid/bundle-0"]
+    assert job(default_plan, "study_table", study="sigma_f", kind="identifiability").input[""] == [
+        "work/identifiability/sigma_f/grid/identifiability-0-0.parquet"]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_file_has_one_maker_and_every_input_a_maker(config):
+    plan = load_plan(config)
+    made = producers(rule_jobs(plan))  # raises DuplicateOutput where two jobs would make one file
+    jobs = needed_jobs(plan)  # raises where a job reads a file no job makes
+    assert {f for j in jobs for f in j.output} >= set(plan.all_targets())
+    assert all(made[f] == j for j in jobs for f in j.output)
+    assert sum(1 for j in jobs if j.rule == "all") == 1
+
+
+def test_duplicate_outputs_are_refused(default_plan):
+    jobs = rule_jobs(default_plan)
+    with pytest.raises(DuplicateOutput, match="made by train"):
+        producers(jobs + [next(j for j in jobs if j.rule == "train")])
+
+
+def test_config_errors_surface_as_config_errors():
+    with pytest.raises(ConfigError):
+        Plan.from_files([], {"studies": {"width": {"dataset": "no_such_dataset"}}})
+
+
+def dry_run(config, workdir) -> tuple[dict, set]:
+    """({rule: jobs} of the job-stats table, {(rule, outputs, inputs)} of the jobs) of ``snakemake -n``."""
+    cmd = [str(Path(sys.executable).with_name("snakemake")), "-n", "--snakefile", str(REPO / "Snakefile"),
+           "--directory", str(workdir)] + (["--configfile", str(REPO / config)] if config else [])
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    text = res.stdout + res.stderr
+    table = text.split("Job stats:")[1].split("\n\n")[0]
+    counts = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+    jobs = set()
+    for block in re.split(r"^(?=(?:local)?rule \w+:$)", text, flags=re.M)[1:]:
+        rule = re.match(r"(?:local)?rule (\w+):", block)[1]
+        field = {m[1]: tuple(m[2].split(", ")) for m in re.finditer(r"^    (input|output): (.*)$", block, re.M)}
+        jobs.add((rule, field.get("output", ()), field.get("input", ())))
+    return counts, jobs
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_jobs_and_counts_equal_snakemakes_dry_run(config, tmp_path):
+    counts, jobs = dry_run(config, tmp_path)
+    assert job_counts(config) == counts
+    planned = {(j.rule, tuple(j.output), tuple(j.input_files())) for j in needed_jobs(load_plan(config))}
+    assert planned == jobs

@@ -1,0 +1,83 @@
+"""``lmcflow trace``: for every registered claim, each file:line it prints is a ``def`` of the function it names,
+each rule is in the .smk file it names, and each script and job function exists."""
+import importlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from lmcflow.claims import REGISTRY
+from lmcflow.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+WHERE = r"(lmcflow(?:\.\w+)+)  ([\w/.-]+\.py):(\d+)"
+
+
+def trace_text(capsys, *args) -> str:
+    assert main(["trace", *args]) == 0
+    return capsys.readouterr().out
+
+
+def assert_def(dotted: str, path: str, line: int) -> None:
+    module, _, name = dotted.rpartition(".")
+    assert callable(getattr(importlib.import_module(module), name)), dotted
+    text = (REPO / path).read_text().splitlines()
+    assert re.match(rf"\s*(async\s+)?def {name}\(", text[line - 1]), f"{path}:{line} is not def {name}"
+
+
+@pytest.mark.parametrize("claim", sorted(REGISTRY))
+def test_trace_names_what_exists(claim, capsys, tmp_path):
+    out = trace_text(capsys, claim, "--results", str(tmp_path))
+    assert f"verdict: not run yet (no {tmp_path}/claims/{claim}.json)" in out
+    stat = re.search(rf"^statistic: {WHERE}$", out, re.M)
+    assert stat and stat[1].endswith("." + REGISTRY[claim].evaluate.__name__)
+    assert_def(stat[1], stat[2], int(stat[3]))
+    for kind in REGISTRY[claim].tables:
+        assert re.search(rf"^  {kind}\s+work/tables/\S+/{kind}\.parquet$", out, re.M), kind
+    rule_line = r"^  (\w+)\s+(workflow/rules/\w+\.smk):(\d+)\s+(workflow/scripts/\w+\.py) -> (.+)  \(\d+ jobs?\)$"
+    rules = re.findall(rule_line, out, re.M)
+    names = [r[0] for r in rules]
+    assert names[0] == "claim" and "prepare_data" in names and "train" in names
+    for rule, smk, line, script, calls in rules:
+        assert (REPO / smk).read_text().splitlines()[int(line) - 1] == f"rule {rule}:"
+        assert (REPO / script).is_file()
+        found = re.findall(WHERE, calls)
+        assert found, f"rule {rule}: no job function"
+        for dotted, path, ln in found:
+            assert_def(dotted, path, int(ln))
+    assert f"  claims.{claim}.study = " in out
+    assert re.search(r"^  studies\.\w+\.model\.\{.*\bwidth\b.*\}$", out, re.M)
+
+
+def test_trace_prints_a_made_verdict(capsys, tmp_path):
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims/lewc.json").write_text(json.dumps({"verdict": "inconclusive"}))
+    out = trace_text(capsys, "lewc", "--results", str(tmp_path))
+    assert f"verdict: inconclusive ({tmp_path}/claims/lewc.json)" in out
+    assert re.search(r"^  mechanism\s+workflow/rules/mechanism\.smk:\d+ .* -> lmcflow\.[\w.]+\.run_mechanism_block ",
+                     out, re.M)
+    assert "  studies.width.analysis.{mechanism}" in out
+
+
+def test_trace_refuses_unknown_claims_and_unconfigured_ones(capsys):
+    assert main(["trace", "no-such-claim"]) == 2
+    assert "lmcflow trace: no claim 'no-such-claim'; registered: " in capsys.readouterr().err
+    assert main(["trace", "lewc", "--config", str(REPO / "config/paper_identifiability.yaml")]) == 2
+    assert "does not configure claim 'lewc'" in capsys.readouterr().err
+
+
+def test_the_rule_files_hold_the_plans_rules_and_their_params_are_plan_functions():
+    """The trace reads each job's params through the plan: every params entry of a rule names a plan function of
+    the wildcards, reads the config, passes a wildcard, or is a constant."""
+    from lmcflow.plan import Plan, load_plan, rule_jobs
+    from lmcflow.plan.rulefiles import read_rules
+
+    rules = read_rules()
+    assert set(rules) == {j.rule for j in rule_jobs(load_plan(None))}
+    constant = re.compile(r'^(config\["\w+"\]|lambda wc: wc\.\w+|f?"[^"]*"|[A-Z_]+|\w+\(\))$')
+    for rule in rules.values():
+        for name, expr in rule.params.items():
+            assert constant.match(expr) or callable(getattr(Plan, expr, None)), f"rule {rule.name}: {name}={expr}"
+        if rule.name != "all":
+            assert rule.script and rule.script.is_file(), rule.name

@@ -1,0 +1,24 @@
+rule mechanism:
+    """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of every seed pair of a
+    pair block (B permuted by the method's alignment), per hidden layer on the λ grid."""
+    input:
+        data=point_data_file,
+        bundles=block_bundles,
+        alignment=mechanism_alignment_files,
+    output:
+        mechanism_file("{study}", "{point}", "{method}", "{blocks}"),
+    log:
+        f"{LOGS}/mechanism/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
+    threads: config["threads"]["merge"]
+    resources:
+        mem_mb=point_resources("merge", "mem_mb"),
+        runtime=point_resources("merge", "runtime"),
+        gpu=point_resources("merge", "gpu"),
+    params:
+        point=mechanism_point,
+        pairs=block_pairs,
+        models=block_models,
+        alignment=mechanism_alignment,
+        device=config["device"],
+    script:
+        "../scripts/mechanism.py"
