@@ -1,7 +1,7 @@
 """Bundled training throughput on a GPU (models per second), with and without torch.compile.
 
 For MLP ×1 (MNIST shape, depth 3, base width 512) and ResNet-20 ×1 (CIFAR-10 shape, BatchNorm,
-crop+flip), both launch-bound on an H200 when trained alone, this times ``lmcflow.stacking.train_bundle``
+crop+flip), both launch-bound on an H200 when trained alone, this times ``lmcflow.bundle_training.train_bundle``
 (bf16 autocast, deterministic algorithms, as a ``train`` job runs) for bundles of 1, 4, 8 and 16
 members on a synthetic dataset of the real input shape held on the GPU, after one warm-up epoch
 (cuDNN plans, allocator, compilation). Baseline: the bundle of 1, which is single-model training
@@ -26,11 +26,11 @@ import time
 
 import torch
 
+from lmcflow.bundle_training import Member, train_bundle
 from lmcflow.data import TORCHVISION_DATASETS, Dataset
 from lmcflow.io import write_json
 from lmcflow.jobs.common import init_model
 from lmcflow.models import ModelSpec, count_parameters
-from lmcflow.stacking import Member, train_bundle
 from lmcflow.training import resolve_device
 
 CASES = [  # (arch, dataset, width, model fields, augment) as in config/paper_width.yaml

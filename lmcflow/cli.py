@@ -20,6 +20,7 @@ from lmcflow.claims import REGISTRY
 from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config
 from lmcflow.grouping import all_grid_groups
 from lmcflow.io import read_parquet
+from lmcflow.plan.trace import trace
 from lmcflow.point_schema import validate_points
 from lmcflow.verify import verify
 
@@ -122,8 +123,6 @@ def main(argv=None) -> int:
             for r in df.itertuples():
                 print(format_claim(r._asdict()))
         elif args.cmd == "trace":
-            from lmcflow.plan.trace import trace
-
             print(trace(args.claim, args.config, args.results))
         elif args.cmd == "verify":
             return run_verify(args.results, args.workdir)

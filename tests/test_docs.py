@@ -3,8 +3,6 @@ and seeds match the shipped configs, every config key and every table column is 
 import functools
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from lmcflow.claims import REGISTRY
 from lmcflow.cli import claims_markdown
 from lmcflow.config import resolve_config
+from lmcflow.plan import job_counts
 from lmcflow.schema import load_schema
 from lmcflow.tables import IDENT_POINT_COLUMNS, IDENT_TABLE_KINDS, POINT_COLUMNS, TABLES
 
@@ -60,21 +59,9 @@ def _number(text: str) -> int:
 
 @functools.cache
 def planned_job_count(config: str) -> dict[str, int]:
-    """Jobs per rule and ``total`` that ``snakemake -n`` plans for ``config/<config>`` in an empty directory."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as workdir:
-        cmd = [str(Path(sys.executable).with_name("snakemake")), "-n", "--snakefile", str(REPO / "Snakefile"),
-               "--configfile", str(REPO / "config" / config), "--directory", workdir]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    stats = res.stdout.split("Job stats:", 1)[1]
-    counts = {}
-    for rule, n in re.findall(r"^(\w+)\s+(\d+)$", stats, re.M):
-        counts[rule] = int(n)
-        if rule == "total":
-            return counts
-    raise AssertionError(f"no job stats in the dry run of {config}")
+    """Jobs per rule and ``total`` that a run of ``config/<config>`` plans on a fresh directory (``lmcflow.plan``;
+    ``tests/test_plan.py`` checks these counts against ``snakemake -n``)."""
+    return job_counts(REPO / "config" / config)
 
 
 def _config_facts(config: str) -> dict:

@@ -88,7 +88,7 @@ def data_shape_key(dataset: str, data_cfg: dict | None = None) -> list:
 
 
 def bundle_key(point: Point, data_cfg: dict | None = None) -> str:
-    """Points with equal keys can train in one bundle (``lmcflow.stacking``): same model structure (the
+    """Points with equal keys can train in one bundle (``lmcflow.bundle_training``): same model structure (the
     model block, with ``symmetry`` reduced to the layer kinds it builds: σ_F, masks and seeds only change
     buffers), same learning settings and training data of the same shape. A readable JSON string."""
     model = {k: v for k, v in point.model.items() if k != "symmetry"}

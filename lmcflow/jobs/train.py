@@ -11,12 +11,12 @@ from pathlib import Path
 
 import torch
 
+from lmcflow.bundle_training import Member, train_bundle
 from lmcflow.config import Point, learning_settings
 from lmcflow.data import load_dataset
 from lmcflow.io import save_tensors
 from lmcflow.jobs.common import as_point, device_name, init_model, load_datasets, model_spec_for
 from lmcflow.models import ModelSpec, count_parameters
-from lmcflow.stacking import Member, train_bundle
 from lmcflow.tables import point_columns, write_table
 from lmcflow.training import DivergenceError, evaluate, late_loss_drop, resolve_device, resolve_precision, train
 
@@ -95,11 +95,11 @@ def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: 
 
 def run_train_bundle(members: list[dict], data_paths: dict, device: str = "auto", state_dir: str | None = None,
                      bundle_id: str | None = None) -> list[dict]:
-    """Train several models as one bundle (``lmcflow.stacking.train_bundle``) and write, for each, exactly
+    """Train several models as one bundle (``lmcflow.bundle_training.train_bundle``) and write, for each, exactly
     what ``run_train`` writes for it: its checkpoint, SHA-256 and one-row ``runs`` table.
 
     ``members``: one dict per model, ``{"point": Point (or its dict), "seed": int, "ckpt": checkpoint
-    path, "row": run-row path}``; models and train settings must agree (``lmcflow.stacking.check_bundle``).
+    path, "row": run-row path}``; models and train settings must agree (``lmcflow.bundle_training.check_bundle``).
     ``data_paths``: dataset name -> prepared data file (each loaded once). ``state_dir``: where the
     resumable states go (None: beside each checkpoint, as ``run_train``). ``bundle_id``: the
     ``bundle_id`` column (default ``default_bundle_id``). Returns the run rows of the written models.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lmcflow.claims import REGISTRY
 from lmcflow.config import DEFAULT_CONFIG, POINT_BLOCKS, ConfigError
 from lmcflow.plan.dag import needed_jobs, producers
 from lmcflow.plan.rulefiles import def_line, job_functions, read_rules, rel, where_defined
@@ -20,8 +21,6 @@ def shipped_configs() -> list[Path]:
 
 def plan_for(claim: str, config: str | None) -> tuple[Plan, str]:
     """The plan of ``config``, or (none given) of the first shipped config that configures ``claim``."""
-    from lmcflow.claims import REGISTRY
-
     if claim not in REGISTRY:
         raise ConfigError(f"no claim {claim!r}; registered: {', '.join(sorted(REGISTRY))}")
     if config is not None:
@@ -83,8 +82,6 @@ def point_keys(value, found: dict) -> None:
 
 
 def trace(claim: str, config: str | None = None, results: str | None = None) -> str:
-    from lmcflow.claims import REGISTRY
-
     plan, source = plan_for(claim, config)
     entry = REGISTRY[claim]
     rules = read_rules()

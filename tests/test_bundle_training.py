@@ -1,4 +1,4 @@
-"""Bundled training (lmcflow.stacking, lmcflow.jobs.train.run_train_bundle) against single-model training.
+"""Bundled training (lmcflow.bundle_training, lmcflow.jobs.train.run_train_bundle) against single-model training.
 
 Measured tolerances (CPU, fp32, tiny models of these tests; printed with ``pytest -s``): a member's
 initial weights and batches (after augmentation) are bit-identical to its single run, one stacked
@@ -18,13 +18,13 @@ import logging
 import pytest
 import torch
 
+from lmcflow.bundle_training import Member, Stack, check_bundle, train_bundle
 from lmcflow.config import Point
 from lmcflow.data import Dataset
 from lmcflow.io import load_tensors, save_tensors, sha256_file
 from lmcflow.jobs.common import init_model, load_checkpoint
 from lmcflow.jobs.train import run_train, run_train_bundle
 from lmcflow.models import ModelSpec
-from lmcflow.stacking import Member, Stack, check_bundle, train_bundle
 from lmcflow.tables import read_table
 from lmcflow.training import DivergenceError, optimizer_for, train
 
@@ -248,7 +248,7 @@ def _kill_after(epoch_line: str, states: list):
 
 def _interrupted_bundle(data, cfg, seeds, states, digest):
     killer = _kill_after("[bundle] epoch 2/3", states)
-    logger = logging.getLogger("lmcflow.stacking")
+    logger = logging.getLogger("lmcflow.bundle_training")
     logger.addHandler(killer)
     logger.setLevel(logging.INFO)
     try:

@@ -1,6 +1,6 @@
 """K models of one structure as one stacked model: their parameters and buffers stacked along a new dim 0
 (``Stack``), one ``torch.func.vmap`` forward over them and each member's mean loss (``bundle_forward``), and each
-member's state and optimizer state sliced back out. ``lmcflow.stacking`` trains bundles with it."""
+member's state and optimizer state sliced back out. ``lmcflow.bundle_training`` trains bundles with it."""
 from __future__ import annotations
 
 import copy

@@ -17,7 +17,7 @@ parameters updates each member as its own optimizer would (SGD and AdamW are ele
 BatchNorm running statistics are stacked buffers updated in place under vmap, per member.
 
 What differs from single-model training is rounding: a batched matrix product (or grouped
-convolution) sums in another order than the single one. tests/test_stacking.py measures how far
+convolution) sums in another order than the single one. tests/test_bundle_training.py measures how far
 members drift from their single runs; bundles of one member run ``training.train`` itself.
 
 A member whose loss becomes NaN/inf is removed from the bundle at that step (its parameters stop
@@ -41,7 +41,7 @@ from torch import nn
 
 from lmcflow.config import EXECUTION_KEYS, learning_settings
 from lmcflow.seeding import generator
-from lmcflow.stacked import Stack, bundle_forward, member_losses
+from lmcflow.stacked_model import Stack, bundle_forward, member_losses
 from lmcflow.training import (
     DivergenceError,
     _optimizer_tensors,
