@@ -4,6 +4,7 @@
     lmcflow points [my.yaml]              # every study point, its seeds/pairs and grid group
     lmcflow claims [results]              # verdicts, statistic and CI, controls, the paper's value beside ours
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
+    lmcflow verify [results] --against DIR  # same bits? same verdicts? (exit 1 unless every verdict agrees)
 """
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ def load_and_check(path: str | None) -> tuple[dict, dict]:
     checked like at DAG construction; returns (config, points)."""
     from lmcflow.catalog import ARCHITECTURES, dataset_names
     from lmcflow.claims import REGISTRY
-    from lmcflow.config import check_semantics, expand_points, resolve_config
+    from lmcflow.config import check_semantics, expand_points
+    from lmcflow.inputs import read_config
     from lmcflow.point_schema import validate_points
 
-    cfg = resolve_config([path] if path else [])
+    cfg = read_config(path)
     check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
     points = expand_points(cfg)
     validate_points(points)
@@ -66,8 +68,12 @@ def main(argv=None) -> int:
     v.add_argument("results", nargs="?", default="results")
     v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
                                      "relative to (default: the results folder's parent)")
+    v.add_argument("--against", metavar="DIR", help="compare with another results folder instead: which files are "
+                                                     "bit-identical, how tables differ, whether every verdict agrees")
     args = ap.parse_args(argv)
     from lmcflow.config import ConfigError
+    from lmcflow.inputs import MissingInput
+    from lmcflow.io import CorruptFileError
 
     try:
         if args.cmd == "validate":
@@ -82,25 +88,32 @@ def main(argv=None) -> int:
                 print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)} "
                       f"group={group_of[(study, pid)]}")
         elif args.cmd == "claims":
-            from lmcflow.io import read_parquet
+            from lmcflow.inputs import claim_rows
 
-            df = read_parquet(Path(args.results) / "tables/claims.parquet", "claims")
-            for r in df.itertuples():
-                print(format_claim(r._asdict()))
+            rows, note = claim_rows(args.results)
+            if note:
+                print(f"lmcflow claims: {note}", file=sys.stderr)
+            for r in rows:
+                print(format_claim(r))
+        elif args.cmd == "verify" and args.against:
+            from lmcflow.compare import compare
+
+            comparison = compare(args.results, args.against)
+            print("\n".join(comparison.report()))
+            return 0 if comparison.verdicts_agree else 1
         elif args.cmd == "verify":
             return run_verify(args.results, args.workdir)
-    except ConfigError as err:
+    except (ConfigError, CorruptFileError) as err:
         print(f"lmcflow {args.cmd}: {err}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(err, MissingInput) else 2
     return 0
 
 
 def run_verify(results: str, workdir: str | None) -> int:
+    from lmcflow.inputs import results_folder
     from lmcflow.verify import verify
 
-    if not Path(results).is_dir():
-        print(f"{results}: no such results folder", file=sys.stderr)
-        return 2
+    results_folder(results)  # a ConfigError if it is none
     if workdir is not None and not Path(workdir).is_dir():
         print(f"--workdir {workdir}: no such folder", file=sys.stderr)
         return 2
