@@ -47,6 +47,8 @@ def results_folder(path: str | Path, role: str = "") -> Path:
 
 def claim_rows(results: str | Path) -> tuple[list[dict], str]:
     """claims.parquet's rows, else rows made from the claim JSONs; and a note on where they came from."""
+    import pyarrow as pa
+
     from lmcflow.claims import claim_row
     from lmcflow.io import read_parquet
 
@@ -56,7 +58,11 @@ def claim_rows(results: str | Path) -> tuple[list[dict], str]:
     summary = root / "tables/claims.parquet"
     make_summary = f"`snakemake --cores all {summary}`"
     if summary.is_file():
-        return read_parquet(summary, "claims").to_dict("records"), ""
+        try:
+            return read_parquet(summary, "claims").to_dict("records"), ""
+        except (pa.ArrowException, OSError) as err:  # truncated or not Parquet; a wrong version: CorruptFileError
+            raise ConfigError(f"{summary}: not a readable Parquet file ({err}); rebuild it with "
+                              f"`snakemake --cores all --forcerun {summary}`") from err
     jsons = sorted((root / "claims").glob("*.json"))
     if not jsons:
         raise MissingInput(f"{root}: no claims: neither {summary} nor {root / 'claims'}/*.json; make them with "

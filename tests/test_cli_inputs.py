@@ -34,12 +34,16 @@ def claim_json() -> dict:
 @pytest.fixture
 def folders(tmp_path):
     """empty/, claims_only/ (claim JSONs, no claims.parquet), tables_only/ (a table, no claims), old/ (a
-    claims.parquet of no lmcflow schema version), bad_json/ (a claim file that is not JSON)."""
+    claims.parquet of no lmcflow schema version), truncated/ (a cut claims.parquet), bad_json/ (a claim file
+    that is not JSON)."""
     (tmp_path / "empty").mkdir()
     write_json(tmp_path / "claims_only/claims/width-merge-accuracy.json", claim_json())
     write_table(tmp_path / "tables_only/tables/runs.parquet", "runs", [])
     (tmp_path / "old/tables").mkdir(parents=True)
     pq.write_table(pa.table({"claim_id": ["c"]}), tmp_path / "old/tables/claims.parquet")
+    write_table(tmp_path / "truncated/tables/claims.parquet", "claims", [])
+    path = tmp_path / "truncated/tables/claims.parquet"
+    path.write_bytes(path.read_bytes()[:100])
     (tmp_path / "bad_json/claims").mkdir(parents=True)
     (tmp_path / "bad_json/claims/c.json").write_text("{not json")
     (tmp_path / "bad.yaml").write_text("studies: [\n")
@@ -56,6 +60,8 @@ CASES = {  # args (folder names relative to the fixture), exit status, start of 
     "claims-tables-only": (("claims", "tables_only"), 1, "lmcflow claims: {t}/tables_only: no claims: neither"),
     "claims-old-table": (("claims", "old"), 2, "lmcflow claims: {t}/old/tables/claims.parquet: table schema "
                                                "version missing != 2"),
+    "claims-truncated-table": (("claims", "truncated"), 2, "lmcflow claims: {t}/truncated/tables/claims.parquet: "
+                                                           "not a readable Parquet file ("),
     "claims-bad-json": (("claims", "bad_json"), 2, "lmcflow claims: {t}/bad_json/claims/c.json: not a claim JSON "
                                                    "written by lmcflow (JSONDecodeError"),
     "verify-missing-folder": (("verify", "nope"), 2, "lmcflow verify: {t}/nope: no such results folder"),
