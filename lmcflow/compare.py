@@ -3,8 +3,8 @@
 Compares every file under two results folders (yours and, say, the committed evidence or a colleague's
 run), without torch:
 
-* each file: identical bits, or (tables) the same content in other bytes (``table_content_sha256``
-  equal), or different; files present on one side only are listed;
+* each file (but Snakemake's ``report.html``): identical bits, or (tables) the same content in other
+  bytes (``table_content_sha256`` equal), or different; files present on one side only are listed;
 * a table that differs: its rows aligned by the table's key columns (point columns, seeds, pair,
   method, λ, split, ...), the largest absolute difference of each numeric column, and the number of
   rows in which each other column differs; rows whose key occurs on one side only are counted;
@@ -48,6 +48,8 @@ ROW_KEYS: dict[str, list[str]] = {
     "paper_table1": ["study", "dataset", "arch", "bias", "width", "weight_decay", "method"],
 }
 CLAIM_NUMBERS = ("statistic", "ci_low", "ci_high")
+# Not artifacts (results/README.md, "Reproducibility"): Snakemake's report embeds run times and its creation date.
+NOT_COMPARED = ("report.html",)
 
 
 @dataclass
@@ -170,7 +172,8 @@ def compare(mine: str | Path, theirs: str | Path) -> Comparison:
 
 def _files(root: Path) -> set[str]:
     # dot files are unfinished temporaries of atomic writes
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    return files - set(NOT_COMPARED)
 
 
 def _json_diff(a: Path, b: Path) -> list[str]:
