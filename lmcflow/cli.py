@@ -5,6 +5,7 @@
     lmcflow claims [results]              # verdicts, statistic and CI, controls, the paper's value beside ours
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
+    lmcflow verify [results] --against DIR  # same bits? same verdicts? (exit 1 unless every verdict agrees)
     lmcflow trace CLAIM [--config my.yaml] # verdict -> statistic -> tables -> rules and job functions -> config keys
 """
 from __future__ import annotations
@@ -17,9 +18,11 @@ from pathlib import Path
 
 from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
-from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config
+from lmcflow.compare import compare
+from lmcflow.config import ConfigError, check_semantics, expand_points
 from lmcflow.grouping import all_grid_groups
-from lmcflow.io import read_parquet
+from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
+from lmcflow.io import CorruptFileError
 from lmcflow.plan.trace import trace
 from lmcflow.point_schema import validate_points
 from lmcflow.verify import verify
@@ -28,7 +31,7 @@ from lmcflow.verify import verify
 def load_and_check(path: str | None) -> tuple[dict, dict]:
     """A config as a run would use it (``resolve_config``: ``path`` as --configfile, or the embedded default),
     checked like at DAG construction; returns (config, points)."""
-    cfg = resolve_config([path] if path else [])
+    cfg = read_config(path)
     check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
     points = expand_points(cfg)
     validate_points(points)
@@ -101,6 +104,8 @@ def main(argv=None) -> int:
     v.add_argument("results", nargs="?", default="results")
     v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
                                      "relative to (default: the results folder's parent)")
+    v.add_argument("--against", metavar="DIR", help="compare with another results folder instead: which files are "
+                                                     "bit-identical, how tables differ, whether every verdict agrees")
     tr = sub.add_parser("trace", help="a claim's chain: verdict, statistic, tables, rules, job functions, config keys")
     tr.add_argument("claim")
     tr.add_argument("--config", help="the config that configures the claim (default: the first shipped one)")
@@ -119,23 +124,27 @@ def main(argv=None) -> int:
         elif args.cmd == "claims" and args.markdown:
             print(claims_markdown(args.results))
         elif args.cmd == "claims":
-            df = read_parquet(Path(args.results) / "tables/claims.parquet", "claims")
-            for r in df.itertuples():
-                print(format_claim(r._asdict()))
+            rows, note = claim_rows(args.results)
+            if note:
+                print(f"lmcflow claims: {note}", file=sys.stderr)
+            for r in rows:
+                print(format_claim(r))
         elif args.cmd == "trace":
             print(trace(args.claim, args.config, args.results))
+        elif args.cmd == "verify" and args.against:
+            comparison = compare(args.results, args.against)
+            print("\n".join(comparison.report()))
+            return 0 if comparison.verdicts_agree else 1
         elif args.cmd == "verify":
             return run_verify(args.results, args.workdir)
-    except ConfigError as err:
+    except (ConfigError, CorruptFileError) as err:
         print(f"lmcflow {args.cmd}: {err}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(err, MissingInput) else 2
     return 0
 
 
 def run_verify(results: str, workdir: str | None) -> int:
-    if not Path(results).is_dir():
-        print(f"{results}: no such results folder", file=sys.stderr)
-        return 2
+    results_folder(results)  # a ConfigError if it is none
     if workdir is not None and not Path(workdir).is_dir():
         print(f"--workdir {workdir}: no such folder", file=sys.stderr)
         return 2

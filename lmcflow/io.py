@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,9 +40,32 @@ class CorruptFileError(RuntimeError):
     """A file on disk is truncated, corrupt or does not match its recorded hash."""
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where the kernel reports it (Linux >= 4.7)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    # os.umask can only be read by setting it; the lock keeps two lmcflow writers from interleaving
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
-    """Yield a temporary path next to ``path``; rename it onto ``path`` on success."""
+    """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
+
+    The file gets the mode a plain ``open(path, "w")`` would give (0o666 less the umask), not
+    mkstemp's 0o600, so a group sharing a results folder can read it.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -49,6 +73,8 @@ def atomic_path(path: str | os.PathLike):
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as fh:
+            # after the writer: some (safetensors) replace the file and leave 0o600 again
+            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -189,6 +189,9 @@ class _Checker:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
             self.problem(path, f"not readable JSON ({err})", "claim")
             return
+        if not isinstance(claim, dict):
+            self.problem(path, f"not a claim (a JSON {type(claim).__name__}, not an object)", "claim")
+            return
         missing = [k for k in ("tables_read", "provenance") if k not in claim]
         if missing:
             self.problem(path, f"records no {' or '.join(missing)} (written by an older lmcflow)", "claim")

@@ -1,0 +1,108 @@
+"""End to end on a real run: its files are group-readable under umask 022, and `lmcflow verify --against`
+tells a copy (same bits) from one whose table value, table encoding or claim verdict was rewritten through
+lmcflow's own writers, and from a folder without claims."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from lmcflow.report_jobs import run_claims_table
+
+from lmcflow.cli import main
+from lmcflow.io import write_json
+from lmcflow.tables import read_table, write_table
+from tests.conftest import run_snakemake
+from tests.test_reproducibility import small_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
+CLAIM = "width-merge-accuracy"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """The cut-down tiny config of test_reproducibility (32 jobs), run under umask 022."""
+    wd = tmp_path_factory.mktemp("run")
+    old = os.umask(0o022)
+    try:
+        run_snakemake(small_config(wd.parent / f"{wd.name}.yaml"), wd)
+    finally:
+        os.umask(old)
+    return wd
+
+
+def copy(run: Path, dst: Path) -> Path:
+    shutil.copytree(run / "results", dst)
+    return dst
+
+
+def against(mine: Path, theirs: Path, capsys) -> tuple[int, list[str]]:
+    status = main(["verify", str(mine), "--against", str(theirs)])
+    return status, capsys.readouterr().out.splitlines()
+
+
+def test_run_files_are_group_readable(run):
+    files = [p for top in ("results", "work") for p in (run / top).rglob("*") if p.is_file()]
+    modes = {str(p.relative_to(run)): oct(p.stat().st_mode & 0o777) for p in files}
+    assert len(modes) > 40 and {f: m for f, m in modes.items() if m != "0o644"} == {}
+
+
+def test_a_copy_agrees_bit_for_bit(run, tmp_path, capsys):
+    theirs = copy(run, tmp_path / "theirs")
+    (theirs / "report.html").write_text("<html>run times, creation date</html>")  # Snakemake's: not compared
+    status, out = against(run / "results", theirs, capsys)
+    assert status == 0, out
+    n = sum(1 for p in (run / "results").rglob("*") if p.is_file())
+    assert out[1] == f"identical bits: {n} files"
+    assert out[-2].startswith(f"claim {CLAIM}") and out[-2].endswith("agrees; same statistic and interval")
+    assert out[-1] == "lmcflow verify --against: every verdict agrees (1 claims); the bits agree"
+
+
+def test_same_content_in_other_bytes(run, tmp_path, capsys):
+    theirs = copy(run, tmp_path / "theirs")
+    table = pq.read_table(theirs / "tables/runs.parquet")
+    pq.write_table(table, theirs / "tables/runs.parquet", compression="zstd")  # metadata kept, bytes not
+    status, out = against(run / "results", theirs, capsys)
+    assert status == 0 and "same content, other bytes: tables/runs.parquet" in out, out
+    assert out[-1].startswith("lmcflow verify --against: every verdict agrees (1 claims); the bits differ (")
+
+
+def test_changed_value_and_verdict_are_named(run, tmp_path, capsys):
+    theirs = copy(run, tmp_path / "theirs")
+    barriers = read_table(theirs / "tables/barriers.parquet", "barriers")
+    row = barriers.index[(barriers.method == "identity") & (barriers.definition == "midpoint")][0]
+    barriers.loc[row, "value"] += 0.125
+    write_table(theirs / "tables/barriers.parquet", "barriers", barriers.drop(index=barriers.index[-1]))
+    claim_path = theirs / f"claims/{CLAIM}.json"
+    claim = json.loads(claim_path.read_text())
+    mine_verdict = claim["verdict"]
+    claim.update(verdict="refuted" if mine_verdict != "refuted" else "supported", statistic=claim["statistic"] + 1)
+    write_json(claim_path, claim)
+    run_claims_table([claim_path], theirs / "tables/claims.parquet")
+
+    status, out = against(run / "results", theirs, capsys)
+    assert status == 1, out
+    i = out.index("differs: tables/barriers.parquet")
+    assert out[i + 1] == f"    rows {len(barriers)} | {len(barriers) - 1}"
+    assert out[i + 2] == "    rows whose key is only in mine: 1, only in theirs: 0"
+    b = barriers.loc[row]
+    assert out[i + 3].startswith("    value: max |Δ| 0.125 at point=") and f"seed_a={b.seed_a}" in out[i + 3]
+    assert f"differs: claims/{CLAIM}.json" in out and "differs: tables/claims.parquet" in out
+    [line] = [x for x in out if x.startswith(f"claim {CLAIM}")]
+    assert f" {mine_verdict} " in line and " DISAGREES; statistic " in line
+    assert out[-1].startswith("lmcflow verify --against: verdicts disagree (0 of 1 claims agree); the bits differ")
+
+
+def test_against_a_folder_without_claims(run, tmp_path, capsys):
+    theirs = copy(run, tmp_path / "theirs")
+    shutil.rmtree(theirs / "claims")
+    (theirs / "tables/claims.parquet").unlink()
+    status, out = against(run / "results", theirs, capsys)
+    assert status == 1
+    assert f"only in mine: claims/{CLAIM}.json" in out and "only in mine: tables/claims.parquet" in out
+    assert any(x.startswith(f"claim {CLAIM}") and x.endswith("only in mine") for x in out)
+    assert out[-1].startswith(f"lmcflow verify --against: no claims in theirs {theirs} (tables/claims.parquet or "
+                              "claims/*.json): no verdicts to compare; the bits differ")
