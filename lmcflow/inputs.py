@@ -9,7 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lmcflow.config import ConfigError
+import pyarrow as pa
+import yaml
+
+from lmcflow.claims import claim_row
+from lmcflow.config import ConfigError, resolve_config
+from lmcflow.io import read_parquet
 
 
 class MissingInput(ConfigError):
@@ -19,10 +24,6 @@ class MissingInput(ConfigError):
 def read_config(path: str | None) -> dict:
     """``resolve_config`` on a config named on the command line (or the embedded default), a missing file or
     bad YAML reported as a ConfigError naming it."""
-    import yaml
-
-    from lmcflow.config import resolve_config
-
     if path is not None and not Path(path).is_file():
         raise ConfigError(f"{path}: no such config file" + (" (a folder)" if Path(path).is_dir() else "")
                           + "; give a YAML config such as config/config.yaml, or none for the embedded default")
@@ -47,11 +48,6 @@ def results_folder(path: str | Path, role: str = "") -> Path:
 
 def claim_rows(results: str | Path) -> tuple[list[dict], str]:
     """claims.parquet's rows, else rows made from the claim JSONs; and a note on where they came from."""
-    import pyarrow as pa
-
-    from lmcflow.claims import claim_row
-    from lmcflow.io import read_parquet
-
     if not Path(results).is_dir():
         results_folder(results)  # raises
     root = Path(results)

@@ -100,7 +100,7 @@ def test_claims_read_the_jsons_when_the_table_is_missing(folders):
         "writes the table"]
     assert res.stdout.startswith("width-merge-accuracy") and "supported" in res.stdout and "n_seeds=6" in res.stdout
     # the same text as from the table rule claims_table writes from these JSONs
-    from lmcflow.report_jobs import run_claims_table
+    from lmcflow.jobs.report import run_claims_table
 
     run_claims_table([folders / "claims_only/claims/width-merge-accuracy.json"],
                      folders / "claims_only/tables/claims.parquet")

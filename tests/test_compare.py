@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from lmcflow.report_jobs import run_claims_table
+from lmcflow.jobs.report import run_claims_table
 
 from lmcflow.cli import main
 from lmcflow.io import write_json
