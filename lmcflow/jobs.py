@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from lmcflow import kernels
 from lmcflow.config import Point, lambda_grid
 from lmcflow.data import load_dataset, prepare_dataset
 from lmcflow.io import load_tensors, save_tensors
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 log = logging.getLogger(__name__)
-
-
-def set_threads(n: int) -> None:
-    torch.set_num_threads(max(1, int(n)))
 
 
 # --------------------------------------------------------------------------- data
@@ -119,7 +116,7 @@ def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: 
            "wall_time_s": time.perf_counter() - t0, "train_seconds": info["train_seconds"],
            "device": _device_name(dev),
            "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
-           "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id}
+           "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id, **kernels.check()}
     write_table(out_row, "runs", [row])
     log.info(f"[train] {point.study}/{point.point} seed={seed} done: test acc={metrics['test']['acc']:.4f} "
         f"loss={metrics['test']['loss']:.4f} sha256={digest[:12]}")

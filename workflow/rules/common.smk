@@ -26,6 +26,7 @@ from lmcflow.config import (
 from lmcflow.claims import REGISTRY as CLAIMS, claim_studies
 from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.point_schema import validate_points
+from lmcflow.kernels import kernel_env
 
 try:
     # The embedded default or the --configfile file(s), with --config overrides on top; defaults from the schema.
@@ -39,6 +40,8 @@ try:
     check_semantics(config, CLAIMS, dataset_names(config["data"]), ARCHITECTURES)
     POINTS = expand_points(config)
     validate_points(POINTS)
+    # Every job inherits this environment: its CPU kernels are chosen before it imports torch.
+    os.environ.update(kernel_env(config["cpu_kernels"]))
 except ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
