@@ -36,6 +36,7 @@ PORTABLE_ENV = {
     "MKL_CBWR": "AVX2,STRICT",            # MKL's conditional numerical reproducibility branch
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",    # MKL's dispatch ceiling (what CBWR leaves open)
     "ONEDNN_MAX_CPU_ISA": "AVX2",         # oneDNN (convolutions, bf16 matmuls): no AVX-512, no AMX
+    "OPENBLAS_CORETYPE": "Haswell",       # numpy's and scipy's OpenBLAS: its AVX2 kernels
     "OMP_DYNAMIC": "FALSE",               # OpenMP may not hand a parallel region fewer threads than asked
     "MKL_DYNAMIC": "FALSE",
 }
@@ -86,21 +87,45 @@ def kernel_env(mode: str) -> dict[str, str]:
     if "avx2" not in cpu_info()["simd"]:
         raise KernelError(f"cpu_kernels: portable needs a CPU with AVX2, and this one "
                           f"({cpu_info()['model']}) has none; set cpu_kernels: native")
-    return {MODE_VAR: "portable", **PORTABLE_ENV}
+    numpy_off = _numpy_above_avx2()
+    return {MODE_VAR: "portable", **PORTABLE_ENV, **({"NPY_DISABLE_CPU_FEATURES": numpy_off} if numpy_off else {})}
+
+
+_NUMPY_PROBE = """
+try:
+    from numpy._core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f
+except ImportError:  # numpy < 2
+    from numpy.core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f
+print(" ".join(t for t in d if ("AVX512" in t or t == "X86_V4") and f.get(t)))
+"""
+
+
+@functools.cache
+def _numpy_above_avx2() -> str:
+    """numpy's own SIMD loops past AVX2 (its AVX-512 targets) that this CPU would run, as
+    ``NPY_DISABLE_CPU_FEATURES`` names them. Read from this numpy, since numpy refuses names it does
+    not know; in a fresh Python, since numpy reads the variable when imported."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPY_")}
+    res = subprocess.run([sys.executable, "-c", _NUMPY_PROBE], env=env, capture_output=True, text=True,
+                         timeout=120)
+    if res.returncode != 0:
+        raise KernelError(f"cpu_kernels: cannot read numpy's CPU dispatch targets: {res.stderr.strip()[-500:]}")
+    return res.stdout.strip()
 
 
 def apply(mode: str) -> dict[str, str]:
     """Put ``kernel_env(mode)`` into ``os.environ`` of this process (and so of its children).
 
-    The libraries read these variables once, so after ``import torch`` a change would not reach
-    kernels that may already be chosen: then any variable that would change is refused.
+    The libraries read these variables once, when loaded, so a change after ``import torch`` (or
+    numpy, for its own variables) might not reach them: then any variable that would change is refused.
     """
+    loaded = [m for m in ("torch", "numpy") if m in sys.modules]
     env = kernel_env(mode)
-    if "torch" in sys.modules:
-        changed = sorted(k for k, v in env.items() if k != MODE_VAR and os.environ.get(k) != v)
-        if changed:
-            raise KernelError(f"cpu_kernels: {mode} needs {', '.join(changed)} set before torch is imported, "
-                              "and torch is imported already; set them in the environment that starts Python")
+    changed = sorted(k for k, v in env.items() if k != MODE_VAR and os.environ.get(k) != v)
+    if changed and loaded:
+        raise KernelError(f"cpu_kernels: {mode} needs {', '.join(changed)} set before this process imports "
+                          f"{' and '.join(loaded)}, which it has done; set them in the environment that starts "
+                          "Python (lmcflow.kernels.kernel_env)")
     os.environ.update(env)
     return env
 
