@@ -54,8 +54,8 @@ def point_dict(width: float) -> dict:
 def worker(args) -> None:
     """One job as a Snakemake ``script:`` runs it: logging to a file, one torch thread, then the job."""
     from lmcflow.config import Point
-    from lmcflow.jobs.common import set_threads
     from lmcflow.jobs.train import run_train, run_train_bundle
+    from lmcflow.kernels import set_threads
     from lmcflow.logs import job_log
 
     spec = json.loads(args.job)

@@ -72,6 +72,19 @@ def torch_version() -> str | None:
 
 
 def provenance(runs: pd.DataFrame) -> dict:
-    """Code and torch versions, and the devices and precisions of the trained models in ``runs``."""
+    """Code and torch versions, and the devices, precisions, CPU kernel modes and dispatched ISAs of
+    the trained models in ``runs`` (every claim JSON records this)."""
     return {**code_version(), "torch_version": torch_version(),
-            "device": sorted(set(runs["device"].astype(str))), "precision": sorted(set(runs["precision"].astype(str)))}
+            **{c: sorted(set(runs[c].astype(str))) for c in ("device", "precision", "cpu_kernels", "cpu_capability")}}
+
+
+def machine_provenance(threads: dict | None = None) -> dict:
+    """torch's math libraries, the config's thread counts, and the CPU this runs on: model,
+    architecture and the SIMD flags that decide kernels (``lmcflow.kernels``). Asks a fresh Python
+    about torch's build, so only ``results/provenance.json`` pays for it."""
+    from lmcflow import kernels
+
+    build = {k: v for k, v in kernels.torch_build().items() if k != "cpu_capability"}
+    cpu = kernels.cpu_info()
+    return {**build, "cpu_model": cpu["model"], "cpu_arch": cpu["arch"], "cpu_simd": cpu["simd"],
+            **{f"threads_{k}": v for k, v in sorted((threads or {}).items())}}

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from lmcflow.jobs.report import run_claims_table
 
 from lmcflow.cli import main
 from lmcflow.io import write_json
+from lmcflow.jobs.report import run_claims_table
 from lmcflow.tables import read_table, write_table
 from tests.conftest import run_snakemake
 from tests.test_reproducibility import small_config

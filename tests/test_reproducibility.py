@@ -105,8 +105,11 @@ def test_claim_records_provenance_and_tables_read(run_a):
     assert claim["tables_read"] == ["work/tables/width/barriers.parquet", "work/tables/width/runs.parquet"]
     runs = pd.read_parquet(a / "results/tables/runs.parquet")
     assert claim["provenance"] == {**code_version(), "torch_version": torch_version(),
-                                   "device": sorted(set(runs.device)), "precision": ["fp32"]}
-    assert json.loads((a / "results/provenance.json").read_text()) == claim["provenance"]
+                                   "device": sorted(set(runs.device)), "precision": ["fp32"],
+                                   "cpu_kernels": ["native"], "cpu_capability": sorted(set(runs.cpu_capability))}
+    prov = json.loads((a / "results/provenance.json").read_text())
+    assert {k: prov[k] for k in claim["provenance"]} == claim["provenance"]  # plus the machine's facts
+    assert {"mkl_version", "onednn_version", "cpu_model", "cpu_simd", "threads_train"} <= set(prov)
 
 
 def test_report_shows_provenance(run_a, config):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,6 +11,7 @@ import pandas as pd
 import torch
 from safetensors import safe_open
 
+from lmcflow import kernels
 from lmcflow.config import Point
 from lmcflow.io import save_tensors
 from lmcflow.jobs.align import run_align_block
@@ -91,15 +93,24 @@ def test_provenance_names_the_commit_torch_and_hardware(tmp_path, monkeypatch):
     from tests.test_verify import row
 
     monkeypatch.chdir(tmp_path)
-    write_table("runs.parquet", "runs", [row("runs", device="cpu:x86_64", precision="fp32"),
-                                         row("runs", device="cuda:H200", precision="bf16")])
+    write_table("runs.parquet", "runs", [
+        row("runs", device="cpu:x86_64", precision="fp32", cpu_kernels="portable", cpu_capability="AVX2"),
+        row("runs", device="cuda:H200", precision="bf16", cpu_kernels="native", cpu_capability="AVX512")])
     outputs = []
     for name in ("a", "b"):
-        prov = run_provenance("runs.parquet", f"{name}.json", f"{name}.html")
+        prov = run_provenance("runs.parquet", f"{name}.json", f"{name}.html", {"train": 2, "merge": 1})
         outputs.append([(tmp_path / f"{name}.{ext}").read_bytes() for ext in ("json", "html")])
     assert outputs[0] == outputs[1]
+    build = torch.__config__.show()
+    cpu = kernels.cpu_info()
     assert prov == {**code, "torch_version": torch.__version__, "device": ["cpu:x86_64", "cuda:H200"],
-                    "precision": ["bf16", "fp32"]}
+                    "precision": ["bf16", "fp32"], "cpu_kernels": ["native", "portable"],
+                    "cpu_capability": ["AVX2", "AVX512"], "threads_merge": 1, "threads_train": 2,
+                    "cpu_model": cpu["model"], "cpu_arch": platform.machine(), "cpu_simd": cpu["simd"],
+                    "mkl_version": prov["mkl_version"], "onednn_version": prov["onednn_version"],
+                    "openmp_version": prov["openmp_version"], "torch_blas": prov["torch_blas"]}
+    for key in ("mkl_version", "onednn_version", "openmp_version", "torch_blas"):
+        assert prov[key] and prov[key] in build, key
     assert json.loads(outputs[0][0]) == prov
     html = outputs[0][1].decode()
     assert torch.__version__ in html and "cpu:x86_64, cuda:H200" in html and str(code["lmcflow_commit"] or "") in html

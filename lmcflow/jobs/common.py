@@ -14,10 +14,6 @@ from lmcflow.seeding import derive_seed
 from lmcflow.tables import read_table
 
 
-def set_threads(n: int) -> None:
-    torch.set_num_threads(max(1, int(n)))
-
-
 def model_spec_for(point: Point, data) -> ModelSpec:
     m = {k: v for k, v in point.model.items() if k in ModelSpec.__dataclass_fields__}
     return ModelSpec(in_shape=data.in_shape, num_classes=data.num_classes, **m)

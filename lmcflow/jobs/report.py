@@ -14,7 +14,7 @@ from pathlib import Path
 from lmcflow import claims as claims_mod
 from lmcflow.config import Point
 from lmcflow.io import write_json, write_text
-from lmcflow.provenance import provenance
+from lmcflow.provenance import machine_provenance, provenance
 from lmcflow.tables import (
     barrier_rows,
     concat_tables,
@@ -74,9 +74,9 @@ def run_claims_table(json_paths: list, out: str) -> None:
     write_table(out, "claims", rows)
 
 
-def run_provenance(runs_path: str, out_json: str, out_html: str) -> dict:
+def run_provenance(runs_path: str, out_json: str, out_html: str, threads: dict | None = None) -> dict:
     """``results/provenance.json`` and its HTML rendering for the Snakemake report."""
-    prov = provenance(read_table(runs_path, "runs"))
+    prov = {**provenance(read_table(runs_path, "runs")), **machine_provenance(threads)}
     write_json(out_json, prov)
     rows = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_plain(v))}</td></tr>" for k, v in prov.items())
     write_text(out_html, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>lmcflow provenance</title>"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from lmcflow import kernels
 from lmcflow.bundle_training import Member, train_bundle
 from lmcflow.config import Point, learning_settings
 from lmcflow.data import load_dataset
@@ -86,7 +87,8 @@ def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: 
            "wall_time_s": time.perf_counter() - t0, "train_seconds": info["train_seconds"],
            "device": device_name(dev),
            "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
-           "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id}
+           "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id,
+           **kernels.check()}
     write_table(out_row, "runs", [row])
     log.info(f"[train] {point.study}/{point.point} seed={seed} done: test acc={metrics['test']['acc']:.4f} "
         f"loss={metrics['test']['loss']:.4f} sha256={digest[:12]}")

@@ -15,6 +15,7 @@ os.environ.update(
 )
 
 from lmcflow.config import ConfigError, canonical
+from lmcflow.kernels import kernel_env
 from lmcflow.plan import CONCAT_KINDS, RESULT_KINDS, Plan
 from lmcflow.plan.rules import IDENT_ANALYSIS_KEYS
 
@@ -25,6 +26,8 @@ try:
         workflow.config_settings.config,
         default_path=Path(workflow.basedir) / "config/config.yaml",
     )
+    # Every job inherits this environment: its CPU kernels are chosen before it imports torch.
+    os.environ.update(kernel_env(PLAN.config["cpu_kernels"]))
 except ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 config.clear()

@@ -1,10 +1,10 @@
 from lmcflow.config import Point
 from lmcflow.jobs.align import run_align_block
-from lmcflow.jobs.common import set_threads
+from lmcflow.kernels import start_job
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    set_threads(snakemake.threads)
+    start_job(snakemake.config["threads"]["merge"])
     p = snakemake.params
     run_align_block(Point.from_dict(p.point), snakemake.wildcards.method, p.pairs, p.models, snakemake.input.data,
                     snakemake.output.perms, snakemake.output.rows, device=p.device)

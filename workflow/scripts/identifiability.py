@@ -1,9 +1,9 @@
-from lmcflow.jobs.common import set_threads
 from lmcflow.jobs.identifiability import run_identifiability_group
+from lmcflow.kernels import start_job
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    set_threads(snakemake.threads)
+    start_job(snakemake.config["threads"]["merge"])
     p = snakemake.params
     run_identifiability_group(p.points, p.pairs, p.data, snakemake.output.matching, snakemake.output.lmc,
                               device=p.device, interpolation=next(iter(snakemake.input.interpolation), None))

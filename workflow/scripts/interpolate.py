@@ -1,8 +1,8 @@
-from lmcflow.jobs.common import set_threads
 from lmcflow.jobs.merge import run_merge_group
+from lmcflow.kernels import start_job
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    set_threads(snakemake.threads)
+    start_job(snakemake.config["threads"]["merge"])
     p = snakemake.params
     run_merge_group(p.points, p.pairs, p.data, snakemake.output[0], device=p.device)

@@ -1,10 +1,10 @@
 from lmcflow.config import Point
-from lmcflow.jobs.common import set_threads
 from lmcflow.jobs.mechanism import run_mechanism_block
+from lmcflow.kernels import start_job
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    set_threads(snakemake.threads)
+    start_job(snakemake.config["threads"]["merge"])
     p = snakemake.params
     run_mechanism_block(Point.from_dict(p.point), snakemake.wildcards.method, p.pairs, p.models, p.alignment,
                         snakemake.input.data, snakemake.output[0], device=p.device)

@@ -1,9 +1,9 @@
-from lmcflow.jobs.common import set_threads
 from lmcflow.jobs.train import run_train_group
+from lmcflow.kernels import start_job
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    set_threads(snakemake.threads)
+    start_job(snakemake.config["threads"]["train"])
     p = snakemake.params
     points = {point["point"]: point for point in p.points}
     bundles = [[{"point": points[pid], "seed": seed, "ckpt": ckpt, "row": row}

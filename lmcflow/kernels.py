@@ -1,0 +1,206 @@
+"""Which CPU kernels a run's arithmetic uses, so that its bits do not depend on the machine.
+
+PyTorch, MKL and oneDNN each pick their kernels by the CPU they find (AVX2, AVX-512, AMX), and
+kernels of different widths round differently: a last-bit difference that SGD turns into a
+different model within an epoch. ``portable`` holds all three to their AVX2 paths, which every
+x86-64 CPU since 2013-2015 runs, so one config gives the same bits on every such machine;
+``native`` lets each library use the machine's widest kernels. The holding is done by
+environment variables that the libraries read once, so it must happen before torch is imported:
+the workflow puts ``kernel_env`` into the environment its jobs inherit
+(``workflow/rules/common.smk``), and each torch job checks what it got (``check``).
+
+No torch import here: the workflow and the torch-free jobs use this module too. Scope and limits
+are in docs/reproducibility.md.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from lmcflow.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+MODES = ("portable", "native")
+MODE_VAR = "LMCFLOW_CPU_KERNELS"  # the mode the workflow chose, for the jobs to check and record
+# Set (never setdefault) in portable mode: a user's own setting of any of these must not change the
+# bits of a portable run. MKL_CBWR's STRICT also makes MKL's GEMM independent of its thread count.
+PORTABLE_ENV = {
+    "ATEN_CPU_CAPABILITY": "avx2",        # PyTorch's own kernels (softmax, reductions, elementwise)
+    "MKL_CBWR": "AVX2,STRICT",            # MKL's conditional numerical reproducibility branch
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",    # MKL's dispatch ceiling (what CBWR leaves open)
+    "ONEDNN_MAX_CPU_ISA": "AVX2",         # oneDNN (convolutions, bf16 matmuls): no AVX-512, no AMX
+    "OPENBLAS_CORETYPE": "Haswell",       # numpy's and scipy's OpenBLAS: its AVX2 kernels
+    "OMP_DYNAMIC": "FALSE",               # OpenMP may not hand a parallel region fewer threads than asked
+    "MKL_DYNAMIC": "FALSE",
+}
+PORTABLE_CAPABILITY = "AVX2"  # what torch.backends.cpu.get_cpu_capability() reports when held
+SIMD_FLAGS = ("avx2", "avx512f", "amx_tile")
+
+
+class KernelError(ConfigError):
+    """The requested kernel mode cannot hold in this process or on this CPU."""
+
+
+@functools.cache
+def cpu_info() -> dict:
+    """CPU model, architecture and the SIMD flags that decide the kernels (from /proc/cpuinfo)."""
+    model, flags = None, set()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "Model") and model is None:
+                model = value.strip()
+            elif key in ("flags", "Features") and not flags:
+                flags = set(value.split())
+    return {"model": model or None, "arch": platform.machine(),
+            "simd": [f for f in SIMD_FLAGS if f in flags]}
+
+
+def is_x86_64() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def kernel_env(mode: str) -> dict[str, str]:
+    """The environment variables that put a process's CPU kernels in ``mode`` (``portable`` | ``native``).
+
+    ``native`` sets only the mode marker: the libraries choose by the CPU and by whatever the user's
+    environment says. ``portable`` off x86-64 is not defined (no AVX2 to hold to): it warns and runs
+    native, and the marker says ``native`` so that the outputs do not claim otherwise.
+    """
+    if mode not in MODES:
+        raise KernelError(f"cpu_kernels: {mode!r} is not one of {', '.join(MODES)}")
+    if mode == "native":
+        return {MODE_VAR: "native"}
+    if not is_x86_64():
+        log.warning(f"cpu_kernels: portable holds x86-64 CPUs to AVX2; this is {platform.machine()}, "
+                    "so the run uses its native kernels (recorded as cpu_kernels=native)")
+        return {MODE_VAR: "native"}
+    if "avx2" not in cpu_info()["simd"]:
+        raise KernelError(f"cpu_kernels: portable needs a CPU with AVX2, and this one "
+                          f"({cpu_info()['model']}) has none; set cpu_kernels: native")
+    numpy_off = _numpy_above_avx2()
+    return {MODE_VAR: "portable", **PORTABLE_ENV, **({"NPY_DISABLE_CPU_FEATURES": numpy_off} if numpy_off else {})}
+
+
+_NUMPY_PROBE = """
+try:
+    from numpy._core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f
+except ImportError:  # numpy < 2
+    from numpy.core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f
+print(" ".join(t for t in d if ("AVX512" in t or t == "X86_V4") and f.get(t)))
+"""
+
+
+@functools.cache
+def _numpy_above_avx2() -> str:
+    """numpy's own SIMD loops past AVX2 (its AVX-512 targets) that this CPU would run, as
+    ``NPY_DISABLE_CPU_FEATURES`` names them. Read from this numpy, since numpy refuses names it does
+    not know; in a fresh Python, since numpy reads the variable when imported."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPY_")}
+    res = subprocess.run([sys.executable, "-c", _NUMPY_PROBE], env=env, capture_output=True, text=True,
+                         timeout=120)
+    if res.returncode != 0:
+        raise KernelError(f"cpu_kernels: cannot read numpy's CPU dispatch targets: {res.stderr.strip()[-500:]}")
+    return res.stdout.strip()
+
+
+def apply(mode: str) -> dict[str, str]:
+    """Put ``kernel_env(mode)`` into ``os.environ`` of this process (and so of its children).
+
+    The libraries read these variables once, when loaded, so a change after ``import torch`` (or
+    numpy, for its own variables) might not reach them: then any variable that would change is refused.
+    """
+    loaded = [m for m in ("torch", "numpy") if m in sys.modules]
+    env = kernel_env(mode)
+    changed = sorted(k for k, v in env.items() if k != MODE_VAR and os.environ.get(k) != v)
+    if changed and loaded:
+        raise KernelError(f"cpu_kernels: {mode} needs {', '.join(changed)} set before this process imports "
+                          f"{' and '.join(loaded)}, which it has done; set them in the environment that starts "
+                          "Python (lmcflow.kernels.kernel_env)")
+    os.environ.update(env)
+    return env
+
+
+def requested() -> str:
+    """The mode this process's environment asks for (``native`` when no workflow set one)."""
+    return os.environ.get(MODE_VAR, "native")
+
+
+def dispatched() -> str:
+    """The ISA PyTorch's CPU kernels run with here (``AVX2``, ``AVX512``, ``DEFAULT``, ``SVE256``, ...)."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def check() -> dict[str, str]:
+    """In a torch job: the requested mode and the ISA actually dispatched, the ``runs`` columns
+    ``cpu_kernels`` and ``cpu_capability``. Fails loudly where portable mode does not hold."""
+    mode, isa = requested(), dispatched()
+    if mode == "portable":
+        wrong = {k: os.environ.get(k) for k, v in PORTABLE_ENV.items() if os.environ.get(k) != v}
+        if wrong or isa != PORTABLE_CAPABILITY:
+            raise KernelError(f"cpu_kernels: portable asked for {PORTABLE_CAPABILITY} kernels, but this job "
+                              f"dispatches {isa} (environment differs in {wrong or 'nothing'}); the job's "
+                              "environment must come from the workflow (lmcflow.kernels.kernel_env)")
+    return {"cpu_kernels": mode, "cpu_capability": isa}
+
+
+def set_threads(n: int) -> None:
+    """Intra-op threads (PyTorch's and MKL's) as the config says, never as many as the machine has:
+    how a reduction is split over threads decides its rounding. One inter-op thread."""
+    import torch
+
+    n = max(1, int(n))
+    if n > (os.cpu_count() or n):
+        log.warning(f"threads: {n} per job but this machine has {os.cpu_count()} CPUs; running {n} anyway, "
+                    "since the thread count is part of what decides the bits")
+    torch.set_num_threads(n)
+    if torch.get_num_interop_threads() != 1:
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # inter-op parallelism already started in this process; it splits no reduction
+            pass
+
+
+def start_job(threads: int) -> dict[str, str]:
+    """First thing in a torch job: the config's thread count and the kernel check (``check``)."""
+    set_threads(threads)
+    return check()
+
+
+_BUILD_PATTERNS = {
+    "mkl_version": r"Math Kernel Library Version ([0-9.]+)",
+    "onednn_version": r"MKL-DNN v([^\s]+)",
+    "openmp_version": r"OpenMP (\d+)",
+    "torch_blas": r"BLAS_INFO=([^,\s]+)",
+}
+
+_PROBE = ("import json, torch; print(json.dumps({'config': torch.__config__.show(), "
+          "'capability': torch.backends.cpu.get_cpu_capability()}))")
+
+
+@functools.cache
+def torch_build() -> dict:
+    """The math libraries torch was built with and the ISA it dispatches under this process's
+    environment, asked of a fresh Python (torch-free callers stay torch-free)."""
+    import json
+
+    try:
+        res = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300,
+                             check=True)
+        facts = json.loads(res.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as err:
+        log.warning(f"torch build facts unknown ({err})")
+        return {k: None for k in [*_BUILD_PATTERNS, "cpu_capability"]}
+    found = {k: re.search(p, facts["config"]) for k, p in _BUILD_PATTERNS.items()}
+    return {**{k: m.group(1) if m else None for k, m in found.items()}, "cpu_capability": facts["capability"]}

@@ -1,0 +1,115 @@
+"""A check that crosses machines: ``cpu_kernels: portable`` gives the bits committed in
+``tests/data/portable_hashes.json`` on every x86-64 machine with AVX2 (docs/reproducibility.md).
+
+The config (tests/configs/portable.yaml) trains six MLPs on a Fashion-MNIST subset, aligns three
+pairs by weight matching and interpolates; its checkpoints, permutation files and tables are hashed
+(tables by content, without the columns that time a job; ``hashes``). The hashes were made with
+``tests/data/make_portable_hashes.py``. On this machine a CPU without AVX-512 is emulated by the
+variables that hold each library below AVX-512: portable runs must not see the difference, native
+runs on an AVX-512 machine must.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from lmcflow import kernels
+from lmcflow.io import sha256_file, table_content_sha256
+from lmcflow.tables import RUN_SPECIFIC_COLUMNS
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "tests/configs/portable.yaml"
+HASHES = REPO / "tests/data/portable_hashes.json"
+TABLES = ("runs", "alignment", "interpolation", "barriers")
+TRAIN_ONLY = ("results/tables/runs.parquet",)
+ALL_TARGETS = tuple(f"results/tables/{t}.parquet" for t in TABLES)
+# An AVX2-only CPU as each library sees it (the variables portable mode sets, set from outside).
+EMULATED_AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+# What a user's shell might say; portable mode must override every one of them.
+HOSTILE = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+           "ONEDNN_MAX_CPU_ISA": "SSE41", "OPENBLAS_CORETYPE": "Prescott", "OMP_DYNAMIC": "TRUE"}
+
+pytestmark = [pytest.mark.slow, pytest.mark.fmnist,
+              pytest.mark.skipif(not kernels.is_x86_64(), reason="portable kernels are defined on x86-64")]
+
+
+def run_workflow(workdir: Path, targets, outer_env: dict, *args: str) -> None:
+    """The workflow on tests/configs/portable.yaml in ``workdir`` with ``outer_env`` added to this environment."""
+    env = {k: v for k, v in os.environ.items() if k not in kernels.PORTABLE_ENV and k != kernels.MODE_VAR}
+    env.update(outer_env)
+    # targets before args: --config takes all that follows it
+    cmd = [str(Path(sys.executable).with_name("snakemake")), "--snakefile", str(REPO / "Snakefile"),
+           "--configfile", str(CONFIG), "--directory", str(workdir), "--cores", "2", *targets, *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+def hashes(workdir: Path) -> dict[str, str]:
+    """SHA-256 of every safetensors file under work/ (prepared data, checkpoints, permutation files),
+    and the content hash of every table under results/tables without its run-specific columns."""
+    out = {}
+    for path in sorted((workdir / "work").rglob("*.safetensors")):
+        if "state" not in path.relative_to(workdir).parts[:2]:  # resumable training states are not outputs
+            out[str(path.relative_to(workdir))] = sha256_file(path)
+    for path in sorted((workdir / "results/tables").glob("*.parquet")):
+        df = pd.read_parquet(path).drop(columns=list(RUN_SPECIFIC_COLUMNS.get(path.stem, ())))
+        out[str(path.relative_to(workdir))] = table_content_sha256(pa.Table.from_pandas(df, preserve_index=False))
+    return out
+
+
+def build_facts() -> dict:
+    """What besides the kernels decides the bits: the torch, MKL and oneDNN builds."""
+    from lmcflow.provenance import package_version
+
+    build = kernels.torch_build()  # the +cpu and +cu130 wheels share their CPU math: the version without tag
+    return {"torch_version": package_version("torch"), "mkl_version": build["mkl_version"],
+            "onednn_version": build["onednn_version"]}
+
+
+def committed() -> dict:
+    data = json.loads(HASHES.read_text())
+    if data["build"] != build_facts():
+        pytest.skip(f"{HASHES.name} was made with {data['build']}, this is {build_facts()}: other libraries "
+                    "give other bits; remake it with tests/data/make_portable_hashes.py")
+    return data["hashes"]
+
+
+def test_portable_run_matches_committed_hashes(tmp_path):
+    """Every output as committed, though the user's environment asks each library for other kernels."""
+    expected = committed()
+    run_workflow(tmp_path, ALL_TARGETS, HOSTILE)
+    got = hashes(tmp_path)
+    assert sorted(got) == sorted(expected)
+    differ = [f for f in expected if got[f] != expected[f]]
+    assert not differ, f"portable outputs differ from {HASHES.name}: {differ}"
+    runs = pd.read_parquet(tmp_path / "results/tables/runs.parquet")
+    assert set(runs["cpu_kernels"]) == {"portable"} and set(runs["cpu_capability"]) == {"AVX2"}
+
+
+def test_emulated_avx2_cpu_gives_the_committed_checkpoints(tmp_path):
+    expected = committed()
+    run_workflow(tmp_path, TRAIN_ONLY, EMULATED_AVX2)
+    got = hashes(tmp_path)
+    models = [f for f in got if f.startswith("work/models/")]
+    assert len(models) == 6
+    assert {f: got[f] for f in models} == {f: expected[f] for f in models}
+
+
+@pytest.mark.skipif("avx512f" not in kernels.cpu_info()["simd"], reason="needs a CPU with AVX-512")
+def test_native_kernels_differ_from_an_avx2_cpu(tmp_path):
+    """What portable mode is for: native runs here and on an AVX2-only CPU train other models."""
+    runs = {}
+    for name, env in (("native", {}), ("avx2", EMULATED_AVX2)):
+        run_workflow(tmp_path / name, TRAIN_ONLY, env, "--config", "cpu_kernels=native")
+        runs[name] = pd.read_parquet(tmp_path / name / "results/tables/runs.parquet").sort_values("checkpoint")
+    assert set(runs["native"]["cpu_capability"]) == {"AVX512"} and set(runs["avx2"]["cpu_capability"]) == {"AVX2"}
+    assert set(runs["native"]["cpu_kernels"]) == set(runs["avx2"]["cpu_kernels"]) == {"native"}
+    same = runs["native"]["checkpoint_sha256"].to_numpy() == runs["avx2"]["checkpoint_sha256"].to_numpy()
+    assert not same.any(), "native AVX-512 and AVX2 kernels trained bit-identical models"
