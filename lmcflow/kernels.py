@@ -15,6 +15,7 @@ are in docs/reproducibility.md.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import platform
@@ -137,7 +138,7 @@ def requested() -> str:
 
 def dispatched() -> str:
     """The ISA PyTorch's CPU kernels run with here (``AVX2``, ``AVX512``, ``DEFAULT``, ``SVE256``, ...)."""
-    import torch
+    import torch  # heavy; the workflow imports this module before any job picks its kernels
 
     return torch.backends.cpu.get_cpu_capability()
 
@@ -158,7 +159,7 @@ def check() -> dict[str, str]:
 def set_threads(n: int) -> None:
     """Intra-op threads (PyTorch's and MKL's) as the config says, never as many as the machine has:
     how a reduction is split over threads decides its rounding. One inter-op thread."""
-    import torch
+    import torch  # heavy; the workflow imports this module before any job picks its kernels
 
     n = max(1, int(n))
     if n > (os.cpu_count() or n):
@@ -193,8 +194,6 @@ _PROBE = ("import json, torch; print(json.dumps({'config': torch.__config__.show
 def torch_build() -> dict:
     """The math libraries torch was built with and the ISA it dispatches under this process's
     environment, asked of a fresh Python (torch-free callers stay torch-free)."""
-    import json
-
     try:
         res = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=300,
                              check=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 import lmcflow
+from lmcflow import kernels
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,6 @@ def machine_provenance(threads: dict | None = None) -> dict:
     """torch's math libraries, the config's thread counts, and the CPU this runs on: model,
     architecture and the SIMD flags that decide kernels (``lmcflow.kernels``). Asks a fresh Python
     about torch's build, so only ``results/provenance.json`` pays for it."""
-    from lmcflow import kernels
-
     build = {k: v for k, v in kernels.torch_build().items() if k != "cpu_capability"}
     cpu = kernels.cpu_info()
     return {**build, "cpu_model": cpu["model"], "cpu_arch": cpu["arch"], "cpu_simd": cpu["simd"],
