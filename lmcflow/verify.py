@@ -33,11 +33,9 @@ from lmcflow.io import (
     sha256_file,
     table_content_sha256,
 )
+from lmcflow.plan.core import result_table_rule, study_table_rule
 
 log = logging.getLogger(__name__)
-
-# Rule that writes a per-study table (work/tables/<study>/<kind>.parquet), by kind; others: study_table.
-STUDY_TABLE_RULES = {"barriers": "study_barriers", "coherence": "coherence_table"}
 
 # (table, path column, hash column, rule that writes the file) of the files the tables vouch for
 HASHED_FILES = [("runs", "checkpoint", "checkpoint_sha256", "train"),
@@ -121,8 +119,8 @@ class _Checker:
     def table_rule(self, path: Path) -> str:
         kind = path.stem
         if path.resolve().parent == (self.v.results / "tables").resolve():
-            return {"claims": "claims_table", "paper_table1": "paper_table1"}.get(kind, "result_table")
-        return STUDY_TABLE_RULES.get(kind, "study_table")
+            return result_table_rule(kind)
+        return study_table_rule(kind)
 
     def table(self, path: Path, reader: str = "") -> None:
         """Schema version, kind and content hash of one table (each table once)."""

@@ -55,7 +55,7 @@ def test_default_job_inputs(default_plan):
                                         default_plan.align_row_file(w["study"], w["point"], w["method"], w["blocks"])]
     swap = job(default_plan, "swap_costs", study="intrinsic_dim")
     assert swap.input["bundle"] == ["work/models/intrinsic_dim/grid/bundle-0"]
-    assert job(default_plan, "study_table", study="sigma_f", kind="identifiability").input[""] == [
+    assert job(default_plan, "study_table_identifiability", study="sigma_f").input[""] == [
         "work/identifiability/sigma_f/grid/identifiability-0-0.parquet"]
 
 

@@ -26,6 +26,17 @@ def assert_def(dotted: str, path: str, line: int) -> None:
     assert re.match(rf"\s*(async\s+)?def {name}\(", text[line - 1]), f"{path}:{line} is not def {name}"
 
 
+def defines(lines: list[str], line: int, rule: str) -> bool:
+    """Line ``line`` is ``rule RULE:``, or a ``rule:`` in a for loop whose ``name:`` f-string can make RULE."""
+    if lines[line - 1] == f"rule {rule}:":
+        return True
+    loop = next(text for text in reversed(lines[:line - 1]) if text.startswith("for "))
+    var = re.match(r"for (\w+) in ", loop)[1]
+    name = lines[lines.index("        name:", line - 1) + 1].strip()
+    pattern = re.escape(name.removeprefix('f"').removesuffix('"')).replace(re.escape("{" + var + "}"), r"\w+")
+    return lines[line - 1] == "    rule:" and re.fullmatch(pattern, rule) is not None
+
+
 @pytest.mark.parametrize("claim", sorted(REGISTRY))
 def test_trace_names_what_exists(claim, capsys, tmp_path):
     out = trace_text(capsys, claim, "--results", str(tmp_path))
@@ -40,7 +51,7 @@ def test_trace_names_what_exists(claim, capsys, tmp_path):
     names = [r[0] for r in rules]
     assert names[0] == "claim" and "prepare_data" in names and "train" in names
     for rule, smk, line, script, calls in rules:
-        assert (REPO / smk).read_text().splitlines()[int(line) - 1] == f"rule {rule}:"
+        assert defines((REPO / smk).read_text().splitlines(), int(line), rule), f"{smk}:{line} is not rule {rule}"
         assert (REPO / script).is_file()
         found = re.findall(WHERE, calls)
         assert found, f"rule {rule}: no job function"
@@ -69,7 +80,8 @@ def test_trace_refuses_unknown_claims_and_unconfigured_ones(capsys):
 
 def test_the_rule_files_hold_the_plans_rules_and_their_params_are_plan_functions():
     """The trace reads each job's params through the plan: every params entry of a rule names a plan function of
-    the wildcards, reads the config, passes a wildcard, or is a constant."""
+    the wildcards, reads the config, passes a wildcard, or is a constant; in a loop-defined rule, it may also be
+    the loop's value or a plan function of it."""
     from lmcflow.plan import Plan, load_plan, rule_jobs
     from lmcflow.plan.rulefiles import read_rules
 
@@ -77,7 +89,11 @@ def test_the_rule_files_hold_the_plans_rules_and_their_params_are_plan_functions
     assert set(rules) == {j.rule for j in rule_jobs(load_plan(None))}
     constant = re.compile(r'^(config\["\w+"\]|lambda wc: wc\.\w+|f?"[^"]*"|[A-Z_]+|\w+\(\))$')
     for rule in rules.values():
+        var = rule.loop[0] if rule.loop else None
         for name, expr in rule.params.items():
-            assert constant.match(expr) or callable(getattr(Plan, expr, None)), f"rule {rule.name}: {name}={expr}"
+            of_loop = var and (expr == var or expr.endswith(f"({var})")
+                               and callable(getattr(Plan, expr.removesuffix(f"({var})"), None)))
+            assert of_loop or constant.match(expr) or callable(getattr(Plan, expr, None)), \
+                f"rule {rule.name}: {name}={expr}"
         if rule.name != "all":
             assert rule.script and rule.script.is_file(), rule.name

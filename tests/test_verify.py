@@ -102,7 +102,7 @@ def test_table_rewritten_by_pandas_is_named(workdir):
     df.to_parquet(path)  # pandas keeps its own metadata only
     [line] = problems(workdir)
     assert line.startswith("results/tables/barriers.parquet: no lmcflow schema version")
-    assert line.endswith("[rule result_table]")
+    assert line.endswith("[rule result_table_barriers]")
 
 
 def test_table_edited_with_metadata_kept_is_named(workdir):
@@ -124,9 +124,9 @@ def test_old_schema_version_and_missing_content_hash_are_named(workdir):
     pq.write_table(table.replace_schema_metadata({**meta, SCHEMA_VERSION_KEY: b"0"}), path)
     assert problems(workdir) == [
         (f"results/tables/runs.parquet: schema version 0, this lmcflow reads version {TABLE_SCHEMA_VERSION} "
-         "[rule result_table]"),
+         "[rule result_table_runs]"),
         ("results/tables/runs.parquet: no content hash: written by an older lmcflow, cannot be verified "
-         "[rule result_table]")]
+         "[rule result_table_runs]")]
 
 
 def test_stale_claim_and_summary_are_named(workdir):
@@ -148,7 +148,7 @@ def test_claim_without_provenance_and_missing_read_table(workdir):
     age(claim, 30)  # still newer than its tables, not newer than claims.parquet
     assert problems(workdir) == [
         "results/claims/c.json: records no provenance (written by an older lmcflow) [rule claim]",
-        "work/tables/s/layer_metrics.parquet: missing (read by results/claims/c.json) [rule study_table]"]
+        "work/tables/s/layer_metrics.parquet: missing (read by results/claims/c.json) [rule study_table_layer_metrics]"]
 
 
 def test_workdir_option_and_bad_folders(workdir, tmp_path_factory, capsys):

@@ -36,10 +36,22 @@ IDENT_TABLE_FLAG = {
     "swap_matrix": "swap_costs",
     "coherence": "coherence",
 }
-# study table kinds concatenated from per-job rows (rule study_table); barriers and coherence have their own rules
+# study table kinds concatenated from per-job rows (rules study_table_<kind>); barriers and coherence have their
+# own rules
 CONCAT_KINDS = ("runs", "interpolation", *ALIGN_TABLE_KINDS, "identifiability", "identifiability_lmc",
                 "swap_costs", "swap_matrix")
+# results/tables/<kind>.parquet, each made by rule result_table_<kind>
 RESULT_KINDS = ("runs", "interpolation", "barriers", *ALIGN_TABLE_KINDS, *IDENT_TABLE_KINDS)
+
+
+def study_table_rule(kind: str) -> str:
+    """The rule that writes work/tables/<study>/<kind>.parquet (tables.smk defines one per kind)."""
+    return {"barriers": "study_barriers", "coherence": "coherence_table"}.get(kind, f"study_table_{kind}")
+
+
+def result_table_rule(kind: str) -> str:
+    """The rule that writes results/tables/<kind>.parquet."""
+    return {"claims": "claims_table", "paper_table1": "paper_table1"}.get(kind, f"result_table_{kind}")
 
 
 class PlanError(LookupError):

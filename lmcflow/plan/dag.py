@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from lmcflow.config import mechanism_methods, merge_methods
 from lmcflow.grouping import blocks_label, pair_blocks, seed_blocks
-from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS
+from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS, result_table_rule, study_table_rule
 from lmcflow.plan.paths import IDENT_FIGURES, MECHANISM_FIGURES
 from lmcflow.plan.rules import Plan
 
@@ -77,7 +77,7 @@ def rule_jobs(plan: Plan) -> list[Job]:
                                     data=P.point_data_file(wc), bundles=P.block_bundles(wc),
                                     alignment=P.mechanism_alignment_files(wc)))
         for kind in CONCAT_KINDS:
-            out.append(_job("study_table", {"study": s, "kind": kind}, P.study_table(s, kind),
+            out.append(_job(study_table_rule(kind), {"study": s}, P.study_table(s, kind),
                             **{"": P.study_inputs(s, kind)}))
         interpolation = P.study_table(s, "interpolation")
         out.append(_job("study_barriers", {"study": s}, P.study_table(s, "barriers"), **{"": interpolation}))
@@ -85,8 +85,7 @@ def rule_jobs(plan: Plan) -> list[Job]:
                         data=P.coherence_data_files(ns(study=s))))
         out += _figure_jobs(P, s)
     for kind in RESULT_KINDS:
-        out.append(_job("result_table", {"kind": kind}, P.result_table(kind),
-                        **{"": P.result_table_files(ns(kind=kind))}))
+        out.append(_job(result_table_rule(kind), {}, P.result_table(kind), **{"": P.result_table_files(kind)}))
     out.append(_job("paper_table1", {}, [P.table1_table, *P.table1_figures], **{"": P.table1_inputs()}))
     for c in P.claim_cfg:
         out.append(_job("claim", {"claim": c}, P.claim_file(c), **P.claim_inputs(ns(claim=c))))

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-RULE_RE = re.compile(r"^rule (\w+):", re.M)
-ENTRY_RE = re.compile(r"^        (\w+)=(.+?),?$")
+# a rule, named (``rule NAME:``) or, inside a ``for`` loop, named by its ``name:`` f-string
+RULE_RE = re.compile(r"^( *)rule(?: (\w+))?:$", re.M)
+LOOP_RE = re.compile(r"^for (\w+) in (\w+):$", re.M)
 
 
 @dataclass
@@ -21,6 +22,7 @@ class RuleText:
     line: int
     script: Path | None = None
     params: dict = field(default_factory=dict)  # param name -> its expression's text
+    loop: tuple[str, str] | None = None  # (variable, its value) of the loop that defines the rule
 
     def where(self) -> str:
         return f"{rel(self.smk)}:{self.line}"
@@ -44,24 +46,56 @@ def where_defined(fn) -> str:
 
 
 def read_rules(root: Path = CHECKOUT) -> dict[str, RuleText]:
-    """Every rule of the Snakefile and ``workflow/rules/*.smk``: where it is, its script and its params entries."""
+    """Every rule of the Snakefile and ``workflow/rules/*.smk``: where it is, its script and its params entries;
+    a rule defined in ``for VAR in NAME:`` (NAME from lmcflow.plan) once for each value, named by its ``name:``."""
     rules = {}
     for smk in [root / "Snakefile", *sorted((root / "workflow/rules").glob("*.smk"))]:
         text = smk.read_text()
-        starts = [(m.group(1), m.start()) for m in RULE_RE.finditer(text)]
-        for i, (name, start) in enumerate(starts):
-            block = text[start: starts[i + 1][1] if i + 1 < len(starts) else len(text)].splitlines()
-            r = RuleText(name, smk, text.count("\n", 0, start) + 1)
-            section = None
-            for j, line in enumerate(block[1:], 1):
-                if re.match(r"^    \w+:", line):
-                    section = line.strip().split(":")[0]
-                    if section == "script":
-                        r.script = (smk.parent / ast.literal_eval(block[j + 1].strip())).resolve()
-                elif section == "params" and (m := ENTRY_RE.match(line)):
-                    r.params[m.group(1)] = m.group(2)
-            rules[name] = r
+        lines = text.splitlines()
+        for m in RULE_RE.finditer(text):
+            first = text.count("\n", 0, m.start())
+            indent = len(m.group(1))
+            block = [m.group(0)]
+            for line in lines[first + 1:]:
+                if line.strip() and len(line) - len(line.lstrip()) <= indent:
+                    break
+                block.append(line)
+            r = _rule_text(m.group(2) or "", smk, first + 1, block, indent)
+            if m.group(2):
+                rules[r.name] = r
+                continue
+            var, values = _loop(text[:m.start()], smk)
+            for value in values:
+                name = ast.literal_eval(r.name.removeprefix("f")).replace("{" + var + "}", str(value))
+                rules[name] = _rule_text(name, smk, first + 1, block, indent, (var, value))
     return rules
+
+
+def _rule_text(name, smk, line, block, indent, loop=None) -> RuleText:
+    """One rule's text: its script and params entries (and, unnamed, its ``name:`` expression as its name)."""
+    r = RuleText(name, smk, line, loop=loop)
+    section_re = re.compile(rf"^ {{{indent + 4}}}(\w+):")
+    entry_re = re.compile(rf"^ {{{indent + 8}}}(\w+)=(.+?),?$")
+    section = None
+    for j, line_text in enumerate(block[1:], 1):
+        if m := section_re.match(line_text):
+            section = m.group(1)
+            if section == "script":
+                r.script = (smk.parent / ast.literal_eval(block[j + 1].strip())).resolve()
+            elif section == "name" and not name:
+                r.name = block[j + 1].strip()
+        elif section == "params" and (m := entry_re.match(line_text)):
+            r.params[m.group(1)] = m.group(2)
+    return r
+
+
+def _loop(before: str, smk: Path) -> tuple[str, list]:
+    """(variable, values) of the ``for`` loop that the text before an unnamed rule ends inside."""
+    loops = list(LOOP_RE.finditer(before))
+    if not loops:
+        raise ValueError(f"{rel(smk)}: an unnamed rule outside a for loop")
+    var, iterable = loops[-1].groups()
+    return var, list(getattr(importlib.import_module("lmcflow.plan"), iterable))
 
 
 def job_functions(script: Path) -> list:

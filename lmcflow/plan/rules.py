@@ -191,14 +191,16 @@ class Plan(PlanBase):
         return {p.dataset: self.data_file(p.dataset) for p in self.analysis_points(wc.study, "coherence")}
 
     # ----------------------------------------------------------------------- tables and claims
-    def study_table_inputs(self, wc):
-        return self.study_inputs(wc.study, wc.kind)
+    def study_table_inputs(self, kind):
+        """The input function (of the wildcard study) of rule study_table_<kind>."""
+        return lambda wc: self.study_inputs(wc.study, kind)
 
-    def study_table_params_files(self, wc):
-        return self.study_table_files(wc.study, wc.kind)
+    def study_table_params_files(self, kind):
+        """The params function (of the wildcard study) of rule study_table_<kind>: the files it concatenates."""
+        return lambda wc: self.study_table_files(wc.study, kind)
 
-    def result_table_files(self, wc):
-        return [self.study_table(s, wc.kind) for s in self.table_studies(wc.kind)]
+    def result_table_files(self, kind):
+        return [self.study_table(s, kind) for s in self.table_studies(kind)]
 
     def table1_inputs(self, wc=None):
         return [self.study_table(s, "barriers") for s in self.table1_studies()]

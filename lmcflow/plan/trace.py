@@ -54,13 +54,17 @@ def upstream(plan: Plan, files: list[str]) -> list[tuple[str, list]]:
 
 
 def param_values(plan: Plan, rule, job) -> dict:
-    """The params of a job whose expression names a plan function of the wildcards (or reads the config)."""
+    """The params of a job whose expression names a plan function of the wildcards (or reads the config); in a
+    loop-defined rule, also ``f(VAR)``: a plan function of the loop's value, giving a value or a function of them."""
     out = {}
     for name, expr in rule.params.items():
         if expr.startswith('config["'):
             out[name] = ("config", expr.split('"')[1])
         elif expr.isidentifier() and callable(getattr(plan, expr, None)):
             out[name] = getattr(plan, expr)(job.wc)
+        elif rule.loop and expr.endswith(f"({rule.loop[0]})") and callable(getattr(plan, expr.split("(")[0], None)):
+            value = getattr(plan, expr.split("(")[0])(rule.loop[1])
+            out[name] = value(job.wc) if callable(value) else value
     return out
 
 
@@ -106,7 +110,7 @@ def trace(claim: str, config: str | None = None, results: str | None = None) -> 
         calls = ", ".join(f"{f.__module__}.{f.__name__}  {where_defined(f)}" for f in funcs)
         script = rel(r.script) if r.script else "(no script)"
         n = f"{len(jobs)} job{'s' * (len(jobs) > 1)}"
-        lines.append(f"  {name:24s} {r.where():36s} {script} -> {calls or '-'}  ({n})")
+        lines.append(f"  {name:32s} {r.where():36s} {script} -> {calls or '-'}  ({n})")
         for job in jobs:
             for pname, value in param_values(plan, r, job).items():
                 if isinstance(value, tuple) and value[:1] == ("config",):

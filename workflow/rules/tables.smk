@@ -1,26 +1,29 @@
 localrules:
-    study_table,
     study_barriers,
-    result_table,
     paper_table1,
 
 
-rule study_table:
-    """One study's per-job rows (training runs, interpolation curves, alignments, layer metrics, identifiability
-    pairs, swap costs) concatenated into a typed table."""
-    input:
-        study_table_inputs,
-    output:
-        study_table("{study}", "{kind}"),
-    log:
-        f"{LOGS}/tables/{{study}}/{{kind}}.log",
-    wildcard_constraints:
-        kind="|".join(CONCAT_KINDS),
-    params:
-        kind=lambda wc: wc.kind,
-        files=study_table_params_files,
-    script:
-        "../scripts/concat_table.py"
+# One rule per table kind, its kind written in its output path: no wildcard for it to share with the rules of
+# barriers, coherence, claims and Table 1, which write files beside these.
+for kind in CONCAT_KINDS:
+
+    rule:
+        """One study's per-job rows (training runs, interpolation curves, alignments, layer metrics,
+        identifiability pairs, swap costs) of one kind concatenated into a typed table."""
+        name:
+            f"study_table_{kind}"
+        input:
+            study_table_inputs(kind),
+        output:
+            study_table("{study}", kind),
+        log:
+            f"{LOGS}/tables/{{study}}/{kind}.log",
+        localrule: True
+        params:
+            kind=kind,
+            files=study_table_params_files(kind),
+        script:
+            "../scripts/concat_table.py"
 
 
 rule study_barriers:
@@ -35,21 +38,24 @@ rule study_barriers:
         "../scripts/barriers.py"
 
 
-rule result_table:
-    """All studies' tables in one file under results/tables/."""
-    input:
-        result_table_files,
-    output:
-        result_table("{kind}"),
-    log:
-        f"{LOGS}/tables/all_{{kind}}.log",
-    wildcard_constraints:
-        kind="|".join(RESULT_KINDS),
-    params:
-        kind=lambda wc: wc.kind,
-        files=result_table_files,
-    script:
-        "../scripts/concat_table.py"
+for kind in RESULT_KINDS:
+
+    rule:
+        """All studies' tables of one kind in one file under results/tables/."""
+        name:
+            f"result_table_{kind}"
+        input:
+            result_table_files(kind),
+        output:
+            result_table(kind),
+        log:
+            f"{LOGS}/tables/all_{kind}.log",
+        localrule: True
+        params:
+            kind=kind,
+            files=result_table_files(kind),
+        script:
+            "../scripts/concat_table.py"
 
 
 rule paper_table1:
