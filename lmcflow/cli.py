@@ -57,6 +57,11 @@ def format_claim(r: dict) -> str:
     if r["paper_quantity"]:
         lines.append(f"{'':28s} paper: {r['paper_quantity']} = {_g(r['paper_value'])} ({r['paper_scale']}) | "
                      f"ours: {_g(r['our_value'])} ({ours_at})")
+    if r.get("replicated"):
+        rci = f"[{_g(r['replicate_ci_low'])}, {_g(r['replicate_ci_high'])}]"
+        lines.append(f"{'':28s} replicate (seeds {r['replicate_seeds']}): {r['replicate_verdict']} "
+                     f"{_g(r['replicate_statistic'])} {rci} — "
+                     + ("replicated" if r["replicated"] == "yes" else "NOT REPLICATED"))
     return "\n".join(lines)
 
 
@@ -70,11 +75,19 @@ def _interval(statistic, low, high) -> str:
     return f"{statistic:.3g}" + ("" if low is None or high is None else f" [{low:.3g}, {high:.3g}]")
 
 
+def _seed_range(seeds: list) -> str:
+    return f"{seeds[0]}–{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1 else \
+        ",".join(map(str, seeds))
+
+
 def claims_markdown(results: str | Path) -> str:
     """A Markdown verdict table from ``results/claims/*.json``: claim, paper, verdict, the headline statistic
     with its 95% interval, and the paper's values that fit our study (all of them where none fits)."""
     rows = [json.loads(f.read_text()) for f in sorted((Path(results) / "claims").glob("*.json"))]
-    lines = ["| claim | paper | verdict | ours: statistic [95% CI] | paper's value (ours) |", "|---|---|---|---|---|"]
+    replicated = any("replication" in r for r in rows)
+    lines = ["| claim | paper | verdict | ours: statistic [95% CI] | paper's value (ours) |"
+             + (" replicate seeds: verdict |" if replicated else ""),
+             "|---|---|---|---|---|" + ("---|" if replicated else "")]
     for r in sorted(rows, key=lambda r: (r["paper"], r["claim_id"])):
         paper = [p for p in r["paper_values"] if p["fits_our_study"]] or r["paper_values"]
         values = "; ".join(
@@ -85,8 +98,14 @@ def claims_markdown(results: str | Path) -> str:
         stat = f"{r['statistic_name']}: {_interval(r['statistic'], r['ci_low'], r['ci_high'])}"
         if r["reason"]:
             stat += f" ({r['reason']})"
-        lines.append(f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {r['verdict']} | {_md(stat)} | "
-                     f"{_md(values)} |")
+        line = (f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {r['verdict']} | {_md(stat)} | "
+                f"{_md(values)} |")
+        if replicated:
+            rep = r.get("replication")
+            line += (" — |" if rep is None else
+                     f" {_md(_seed_range(rep['seeds']))}: {rep['verdict']}"
+                     + ("" if rep["replicated"] else " (**not replicated**)") + " |")
+        lines.append(line)
     return "\n".join(lines)
 
 

@@ -51,6 +51,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("ci_low", "float64"), ("ci_high", "float64"), ("ci_method", "string"), ("n_seeds", "int64"),
         ("n_pairs", "int64"), ("controls", "string"), ("paper_quantity", "string"), ("paper_value", "float64"),
         ("paper_scale", "string"), ("our_value", "float64"), ("scale", "string"),
+        ("replicate_seeds", "string"), ("replicate_verdict", "string"), ("replicate_statistic", "float64"),
+        ("replicate_ci_low", "float64"), ("replicate_ci_high", "float64"), ("replicated", "string"),
     ],
 }
 

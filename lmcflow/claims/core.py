@@ -321,4 +321,14 @@ def claim_row(result: dict) -> dict:
         "paper_quantity": first["quantity"] if first else "", "paper_value": _nan(first["value"] if first else None),
         "paper_scale": first["scale"] if first else "", "our_value": _nan(ours.get("statistic")),
         "scale": json.dumps(result["scale"], sort_keys=True),
+        **replication_columns(result.get("replication")),
     }
+
+
+def replication_columns(rep: dict | None) -> dict:
+    """claims.parquet's replicate columns: empty strings and NaN where the run had no replicate seeds."""
+    rep = rep or {}
+    return {"replicate_seeds": ",".join(map(str, rep.get("seeds", []))), "replicate_verdict": rep.get("verdict", ""),
+            "replicate_statistic": _nan(rep.get("statistic")), "replicate_ci_low": _nan(rep.get("ci_low")),
+            "replicate_ci_high": _nan(rep.get("ci_high")),
+            "replicated": "" if not rep else ("yes" if rep["replicated"] else "no")}

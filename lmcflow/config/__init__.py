@@ -11,9 +11,14 @@ from lmcflow.config.checks import (
 from lmcflow.config.loading import (
     DEFAULT_CONFIG,
     POINT_BLOCKS,
+    REPLICATE_INPUT,
     STUDY_KEYS,
     ConfigError,
+    add_replicate_studies,
     deep_merge,
+    replicate_claim_cfg,
+    replicate_name,
+    replicate_of,
     resolve_config,
     validate_config,
 )
@@ -49,6 +54,7 @@ from lmcflow.config.points import (
 )
 
 __all__ = [
+    "REPLICATE_INPUT", "add_replicate_studies", "replicate_claim_cfg", "replicate_name", "replicate_of",
     "ALIGNABLE_ARCHS", "ANALYSIS_FLAGS", "BUFFER_SYMMETRY_KEYS", "DEFAULT_CONFIG", "EXECUTION_KEYS", "POINT_BLOCKS",
     "STUDY_KEYS", "ConfigError", "Point", "alignment_params", "analysis_params", "bundle_key", "canonical",
     "check_alignment_semantics", "check_bundle_points", "check_identifiability_semantics", "check_semantics",

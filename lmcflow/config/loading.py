@@ -47,6 +47,20 @@ def validate_config(cfg: dict, source: str = "config") -> dict:
     return fill_defaults(cfg, load_schema())
 
 
+def _typed(value):
+    """A ``--config`` value with the scalars inside lists and mappings typed as YAML types them: Snakemake
+    parses those with YAML's base loader, which leaves every scalar a string (``[5, 6]`` → ``['5', '6']``)."""
+    if isinstance(value, list):
+        return [_typed(v) if isinstance(v, (list, dict)) else _scalar(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _typed(v) if isinstance(v, (list, dict)) else _scalar(v) for k, v in value.items()}
+    return value
+
+
+def _scalar(v):
+    return yaml.safe_load(v) if isinstance(v, str) else v
+
+
 def resolve_config(configfiles=(), overrides: dict | None = None, default_path=DEFAULT_CONFIG) -> dict:
     """The config of a run: the embedded default, or the given config files (merged in order) on top of the
     default's settings without its studies and claims; ``overrides`` (``--config key=value``) last."""
@@ -71,6 +85,63 @@ def resolve_config(configfiles=(), overrides: dict | None = None, default_path=D
     else:
         cfg, source = default, str(default_path)
     if overrides:
-        cfg = deep_merge(cfg, dict(overrides))
+        cfg = deep_merge(cfg, {k: _typed(v) for k, v in dict(overrides).items()})
         source += " with --config overrides"
-    return validate_config(cfg, source)
+    return add_replicate_studies(validate_config(cfg, source))
+
+
+# --------------------------------------------------------------------------- replicate studies
+# Every study a claim reads, trained again on the disjoint seeds ``replicate_seeds``, so that each verdict is
+# decided a second time on models that share nothing with the first (not a model, not a pair): the study with
+# only its ``seeds`` replaced, named ``<study>-replicate``, run through the same jobs and tables as any study.
+REPLICATE_SUFFIX = "-replicate"
+# prefix of a claim job's inputs that are its replicate studies' tables
+REPLICATE_INPUT = "replicate__"
+
+
+def replicate_name(study: str) -> str:
+    return f"{study}{REPLICATE_SUFFIX}"
+
+
+def _claim_study_names(cfg: dict) -> list[str]:
+    names: list[str] = []
+    for ccfg in (cfg.get("claims") or {}).values():
+        s = (ccfg or {}).get("study")
+        for name in (s if isinstance(s, (list, tuple)) else [s]):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def add_replicate_studies(cfg: dict) -> dict:
+    """``cfg`` with a replicate of every claim study when ``replicate_seeds`` is set (in place; returned)."""
+    seeds = list(cfg.get("replicate_seeds") or [])
+    if not seeds:
+        return cfg
+    studies = cfg["studies"]
+    for name in _claim_study_names(cfg):
+        if name not in studies:
+            continue  # check_semantics names the claim and the missing study
+        overlap = sorted(set(seeds) & set(studies[name]["seeds"]))
+        if overlap:
+            raise ConfigError(f"replicate_seeds: {overlap} are also seeds of study {name!r}; a replicate needs seeds "
+                              f"that no model of the study it replicates was trained with")
+        rname = replicate_name(name)
+        if rname in studies:
+            raise ConfigError(f"studies.{rname}: the name of {name!r}'s replicate study (replicate_seeds is set); "
+                              f"rename the study")
+        studies[rname] = {**copy.deepcopy(studies[name]), "seeds": seeds}
+    return cfg
+
+
+def replicate_of(cfg: dict) -> dict[str, str]:
+    """{replicate study: the study it replicates} of a resolved config."""
+    if not cfg.get("replicate_seeds"):
+        return {}
+    return {replicate_name(s): s for s in _claim_study_names(cfg) if replicate_name(s) in cfg["studies"]}
+
+
+def replicate_claim_cfg(ccfg: dict) -> dict:
+    """A claim's config with its study (or studies) replaced by their replicates."""
+    s = ccfg["study"]
+    return {**ccfg, "study": [replicate_name(x) for x in s] if isinstance(s, (list, tuple)) else replicate_name(s)}

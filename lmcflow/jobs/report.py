@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 from lmcflow import claims as claims_mod
-from lmcflow.config import Point
+from lmcflow.config import REPLICATE_INPUT, Point, replicate_claim_cfg
 from lmcflow.io import write_json, write_text
 from lmcflow.provenance import machine_provenance, provenance
 from lmcflow.tables import (
@@ -50,11 +50,16 @@ def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_
     from their runs tables ``runs_paths``) and ``tables_read`` (every table path it read, as given: relative to
     the workflow's working directory) for ``lmcflow verify``."""
     runs_paths = [runs_paths] if isinstance(runs_paths, str) else list(runs_paths)
-    tables = {kind: concat_tables([paths] if isinstance(paths, str) else list(paths), kind)
-              for kind, paths in table_paths.items()}
-    studies = claims_mod.claim_studies(ccfg)
-    scales = {s: study_scale([p for p in points if p.study == s]) for s in studies}
-    result = claims_mod.evaluate_claim(cid, ccfg, tables, scales[studies[0]], scales)
+    replicate_paths = {k.removeprefix(REPLICATE_INPUT): v for k, v in table_paths.items()
+                       if k.startswith(REPLICATE_INPUT)}
+    result = _evaluate(cid, ccfg, {k: v for k, v in table_paths.items() if not k.startswith(REPLICATE_INPUT)},
+                       points)
+    if replicate_paths:
+        replica = _evaluate(cid, replicate_claim_cfg(ccfg), replicate_paths, points)
+        result["replication"] = {
+            "studies": replica["studies"], "seeds": replica["scale"]["seeds"], "verdict": replica["verdict"],
+            "replicated": replica["verdict"] == result["verdict"], "reason": replica["reason"],
+            **{k: replica[k] for k in ("statistic", "ci_low", "ci_high", "n_seeds", "n_pairs")}}
     result["provenance"] = provenance(concat_tables(runs_paths, "runs"))
     read = {str(p) for paths in table_paths.values() for p in ([paths] if isinstance(paths, str) else paths)}
     result["tables_read"] = sorted(read | {str(p) for p in runs_paths})
@@ -66,7 +71,20 @@ def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_
     log.info(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {num(result['statistic'])} "
              f"[{num(result['ci_low'])}, {num(result['ci_high'])}], n_seeds={result['n_seeds']})"
              + (f" reason: {result['reason']}" if result["reason"] else ""))
+    if "replication" in result:
+        rep = result["replication"]
+        log.info(f"[claim] {cid} on the replicate seeds {rep['seeds']}: {rep['verdict']} ({num(rep['statistic'])} "
+                 f"[{num(rep['ci_low'])}, {num(rep['ci_high'])}]): "
+                 + ("replicated" if rep["replicated"] else "NOT replicated"))
     return result
+
+
+def _evaluate(cid: str, ccfg: dict, table_paths: dict, points: list[Point]) -> dict:
+    tables = {kind: concat_tables([paths] if isinstance(paths, str) else list(paths), kind)
+              for kind, paths in table_paths.items()}
+    studies = claims_mod.claim_studies(ccfg)
+    scales = {s: study_scale([p for p in points if p.study == s]) for s in studies}
+    return claims_mod.evaluate_claim(cid, ccfg, tables, scales[studies[0]], scales)
 
 
 def run_claims_table(json_paths: list, out: str) -> None:
@@ -129,6 +147,9 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         if r.get("reason"):
             ours = r["reason"] if r["statistic"] != r["statistic"] else f"{ours} ({r['reason']})"
         paper = num(r.get("paper_value")) if r.get("paper_quantity") else "–"
+        if r.get("replicated"):
+            ours += f"; replicate seeds {r['replicate_seeds']}: {r['replicate_verdict']}" + (
+                "" if r["replicated"] == "yes" else " (not replicated)")
         studies = [s for s in str(r["study"]).split(",") if s in study_categories]
         figures = ", ".join(f"`{s}`_" for s in studies)
         claim_cell = f"``{r['claim_id']}``" + (f" ({figures})" if figures else "")

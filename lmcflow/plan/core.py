@@ -13,12 +13,15 @@ from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY as CLAIMS
 from lmcflow.claims import claim_studies
 from lmcflow.config import (
+    REPLICATE_INPUT,
     analysis_params,
     canonical,
     check_semantics,
     expand_points,
     mechanism_methods,
     merge_methods,
+    replicate_claim_cfg,
+    replicate_of,
     resolve_config,
     study_points,
     swept_values,
@@ -70,6 +73,9 @@ class PlanBase(Paths):
         super().__init__(config["paths"]["results"], config["paths"]["work"], config["paths"]["logs"])
         self.claim_cfg = config.get("claims") or {}
         self.studies = list(config["studies"])
+        self.replicates = replicate_of(config)  # {replicate study: the study it replicates}
+        # the studies whose figures and Table-1 rows a run makes: a replicate only decides its claims again
+        self.figure_studies = [s for s in self.studies if s not in self.replicates]
         self.groups = all_grid_groups(self.points)  # (study, group) -> [Point]
         self.group_of = {(s, p.point): g for (s, g), pts in self.groups.items() for p in pts}
         self.default_front_page = default_front_page
@@ -207,7 +213,7 @@ class PlanBase(Paths):
         """{study: {dataset, arch, bias}} of the width studies (sweeping model.width, one dataset, architecture
         and bias setting, an architecture of the paper's Table 1), in config order: the rows of paper_table1."""
         out = {}
-        for study in self.studies:
+        for study in self.figure_studies:
             kinds = {(p.dataset, p.model["arch"], bool(p.model["bias"])) for p in self.study_points(study)}
             if self.sweeps(study, "model.width") and len(kinds) == 1:
                 dataset, arch, bias = kinds.pop()
@@ -216,9 +222,15 @@ class PlanBase(Paths):
         return out
 
     def claim_tables(self, claim):
-        """The tables a claim reads, per kind one file per study it reads (Table-1 claims may read several)."""
-        studies = claim_studies(self.claim_cfg[claim])
-        return {kind: [self.study_table(s, kind) for s in studies] for kind in CLAIMS[claim].tables}
+        """The tables a claim reads, per kind one file per study it reads (Table-1 claims may read several);
+        with ``replicate_seeds``, the same tables of the replicate studies as ``replicate__<kind>``."""
+        ccfg = self.claim_cfg[claim]
+        out = {kind: [self.study_table(s, kind) for s in claim_studies(ccfg)] for kind in CLAIMS[claim].tables}
+        if self.replicates:
+            replicas = claim_studies(replicate_claim_cfg(ccfg))
+            out |= {f"{REPLICATE_INPUT}{kind}": [self.study_table(s, kind) for s in replicas]
+                    for kind in CLAIMS[claim].tables}
+        return out
 
     def data_cfg_for(self, dataset):
         """The part of config["data"] that one dataset's preparation reads (adding a dataset reruns no other)."""
@@ -252,7 +264,7 @@ class PlanBase(Paths):
 
     def figure_targets(self):
         out = []
-        for study in self.studies:
+        for study in self.figure_studies:
             if self.sweeps(study, "model.width"):
                 out += self.width_figures(study)
             out += self.ident_figures(study)

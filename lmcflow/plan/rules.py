@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from lmcflow.claims import claim_studies
-from lmcflow.config import analysis_params, canonical, merge_methods
+from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
 from lmcflow.grouping import pair_blocks, parse_blocks, seed_blocks, stacks
 from lmcflow.plan.core import PlanBase
 
@@ -216,11 +216,9 @@ class Plan(PlanBase):
     def claim_points(self, wc):
         """What a claim job needs of its studies' points (their scale), and nothing that never changes a
         verdict."""
-        return [
-            p.job_dict("model", "train") | {"seeds": p.seeds}
-            for s in claim_studies(self.claim_cfg[wc.claim])
-            for p in self.study_points(s)
-        ]
+        ccfg = self.claim_cfg[wc.claim]
+        studies = claim_studies(ccfg) + (claim_studies(replicate_claim_cfg(ccfg)) if self.replicates else [])
+        return [p.job_dict("model", "train") | {"seeds": p.seeds} for s in studies for p in self.study_points(s)]
 
     def claims_table_inputs(self):
         return [self.claim_file(c) for c in self.claim_cfg]
