@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
+from lmcflow.claims.margins import margin_text
 from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config
 from lmcflow.grouping import all_grid_groups
 from lmcflow.io import read_parquet
@@ -47,6 +48,10 @@ def format_claim(r: dict) -> str:
               f"(n_seeds={r['n_seeds']}, study={r['study']})")]
     if r["reason"]:
         lines.append(f"{'':28s} reason: {r['reason']}")
+    if r.get("convention_margin"):  # the verdict rests on a threshold we chose
+        lines.append(f"{'':28s} {r['convention_margin']}")
+    if r.get("endpoint_gate"):
+        lines.append(f"{'':28s} endpoint gate: {r['endpoint_gate']}")
     if r["controls"]:
         lines.append(f"{'':28s} controls: {r['controls']}")
     if r["paper_quantity"]:
@@ -76,10 +81,13 @@ def claims_markdown(results: str | Path) -> str:
             f"{p['quantity']}: {p['value']:.3g} ({p['scale']})"
             + (f" (ours {_interval(p['ours']['statistic'], p['ours']['ci_low'], p['ours']['ci_high'])})"
                if p["ours"] else "")
+            + ("" if p.get("comparable", True) else f" (not comparable: {p['comparable_reason']})")
             for p in paper) or "—"
         stat = f"{r['statistic_name']}: {_interval(r['statistic'], r['ci_low'], r['ci_high'])}"
         if r["reason"]:
             stat += f" ({r['reason']})"
+        if r.get("decided_by_convention"):
+            stat += f" ({margin_text(r['decided_by_convention'])})"
         lines.append(f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {r['verdict']} | {_md(stat)} | "
                      f"{_md(values)} |")
     return "\n".join(lines)
