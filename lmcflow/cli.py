@@ -56,7 +56,8 @@ def format_claim(r: dict) -> str:
         lines.append(f"{'':28s} controls: {r['controls']}")
     if r["paper_quantity"]:
         lines.append(f"{'':28s} paper: {r['paper_quantity']} = {_g(r['paper_value'])} ({r['paper_scale']}) | "
-                     f"ours: {_g(r['our_value'])} ({ours_at})")
+                     f"ours: {_g(r['our_value'])} ({ours_at})"
+                     + (f" — {r['paper_comparable']}" if r.get("paper_comparable") else ""))
     return "\n".join(lines)
 
 

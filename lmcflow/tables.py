@@ -50,7 +50,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("verdict", "string"), ("reason", "string"), ("statistic_name", "string"), ("statistic", "float64"),
         ("ci_low", "float64"), ("ci_high", "float64"), ("ci_method", "string"), ("n_seeds", "int64"),
         ("n_pairs", "int64"), ("controls", "string"), ("paper_quantity", "string"), ("paper_value", "float64"),
-        ("paper_scale", "string"), ("our_value", "float64"), ("scale", "string"), ("endpoint_gate", "string"),
+        ("paper_scale", "string"), ("our_value", "float64"), ("paper_comparable", "string"), ("scale", "string"),
+        ("endpoint_gate", "string"),
         ("convention_margin", "string"),
     ],
 }

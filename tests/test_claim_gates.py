@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 
 import pytest
@@ -199,3 +200,32 @@ def test_convention_margin_of_a_real_claim(studies):
     assert paper["fits_our_study"] and not paper["comparable"]
     assert paper["comparable_reason"] == "paper: dataset mnist vs ours fashion_mnist; width 16 vs ours 1"
 
+
+
+@pytest.mark.fmnist
+def test_each_study_is_gated_on_its_own(studies):
+    """A claim over two studies: the study with a useless model is inconclusive, the other keeps its verdict."""
+    tables = {k: make_frame(k, [*studies["real"][k].assign(study="a").to_dict("records"),
+                                *studies["untrained"][k].assign(study="b").to_dict("records")])
+              for k in ("runs", "barriers")}
+    res = evaluate_claim("width-merge-accuracy", {"study": ["a", "b"]}, tables, SCALE, {"a": SCALE, "b": SCALE})
+    alone = evaluate_claim("width-merge-accuracy", {"study": "s"}, studies["real"], SCALE)
+    assert res["by_study"]["a"]["verdict"] == alone["verdict"] and res["by_study"]["a"]["endpoint_gate"]["passed"]
+    assert res["by_study"]["b"]["verdict"] == "inconclusive" and res["verdict"] != "supported"
+    gate = res["endpoint_gate"]
+    assert {f["study"] for f in gate["failed"]} == {"b"} and gate["checked_models"] == 16
+
+
+@pytest.mark.fmnist
+def test_the_command_line_marks_a_verdict_decided_by_convention(studies, tmp_path):
+    from lmcflow.cli import claims_markdown, format_claim
+
+    res = evaluate_claim("temperature-calibration", {"study": "s"}, studies["real"], SCALE)
+    conv = res["decided_by_convention"]
+    assert conv and conv["criterion"] in {c["name"] for c in res["criteria"] if c.get("convention")}
+    text = format_claim(claim_row(res))
+    assert f"by convention, margin {conv['margin']:.3g}: {conv['criterion']}" in text
+    assert "endpoint gate: passed (8 models)" in text
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims/temperature-calibration.json").write_text(json.dumps(res))
+    assert f"(by convention, margin {conv['margin']:.3g}" in claims_markdown(tmp_path)

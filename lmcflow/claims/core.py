@@ -347,6 +347,8 @@ def claim_row(result: dict) -> dict:
         "controls": controls,
         "paper_quantity": first["quantity"] if first else "", "paper_value": _nan(first["value"] if first else None),
         "paper_scale": first["scale"] if first else "", "our_value": _nan(ours.get("statistic")),
+        "paper_comparable": "" if not first or "comparable" not in first else
+        "comparable" if first["comparable"] else f"not comparable: {first['comparable_reason']}",
         "scale": json.dumps(result["scale"], sort_keys=True),
         "endpoint_gate": gates.gate_summary(result.get("endpoint_gate")),
         "convention_margin": margins.margin_text(result.get("decided_by_convention")),
