@@ -60,6 +60,19 @@ def test_gate_thresholds():
         "no trained model")
 
 
+def test_gate_parameters_are_checked_with_the_config():
+    from lmcflow.config import ConfigError, Point
+
+    claim_ = REGISTRY["width-merge-accuracy"]
+    points = [Point("s", f"w{w}", "fashion_mnist", [0, 1], model={"arch": "mlp", "width": w}) for w in (1.0, 2.0)]
+    study = {"seeds": [0, 1], "sweep": {"model.width": [1, 2]}}
+    claim_.check_config("width-merge-accuracy", {"study": "s", "endpoint_max_drop": 0.1}, "s", study, points)
+    with pytest.raises(ConfigError, match=r"claims.width-merge-accuracy.endpoint_min_above_chance: 1.5 must be"):
+        claim_.check_config("width-merge-accuracy", {"study": "s", "endpoint_min_above_chance": 1.5}, "s", study,
+                            points)
+    assert "endpoint_max_drop" not in REGISTRY["intrinsic-dimension"].defaults  # an ungated claim has no gate
+
+
 def test_dataset_facts_from_the_config():
     data = {"subsets": {"fashion_mnist_5k": {"base": "fashion_mnist", "n_train": 5000}},
             "synthetic": {"gaussian_k2": {"generator": "gaussian_subspace", "classes": 20, "d": 128, "k": 2,

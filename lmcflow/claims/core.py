@@ -161,7 +161,7 @@ class Claim:
             if not any(same_value(params[name], v) for v in have):
                 raise ConfigError(f"claims.{cid}.{name}: {params[name]!r} is not a value of {key} in study "
                                   f"{study_name!r}; its points have {have}")
-        for check in self.requires:
+        for check in self.requires + ((gates.check_gate_params,) if self.gate_endpoints else ()):
             check(cid, params, study_name, points)
 
 

@@ -12,12 +12,22 @@ import math
 import numpy as np
 
 from lmcflow.catalog import GAUSSIAN_SUBSPACE_DEFAULTS, TORCHVISION_DATASETS
+from lmcflow.config import ConfigError
 
 # conventions (the papers give none): see docs/claims.md
 GATE_DEFAULTS = {"endpoint_max_drop": 0.05, "endpoint_min_above_chance": 0.5, "endpoint_min_point_lead": 0.02}
 GATE_SOURCE = ("convention: a working model is within endpoint_max_drop test accuracy of its point's seed median, "
                "keeps endpoint_min_above_chance of that median's lead over chance (1/classes), its point's median "
                "leads chance by endpoint_min_point_lead, and its test loss is finite")
+
+
+def check_gate_params(cid, p, study, points) -> None:
+    """The gate's parameters are numbers ≥ 0, ``endpoint_min_above_chance`` at most 1."""
+    for key in GATE_DEFAULTS:
+        v = p.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= (1 if "chance" in key else math.inf):
+            raise ConfigError(f"claims.{cid}.{key}: {v!r} must be a number ≥ 0"
+                              + (" and ≤ 1" if "chance" in key else "") + " (docs/claims.md, 'Endpoint gate')")
 
 
 def dataset_facts(names, data_cfg: dict | None = None) -> dict:
