@@ -2,7 +2,8 @@
 
     lmcflow validate [my.yaml]            # schema + semantic checks, as at DAG construction
     lmcflow points [my.yaml]              # every study point, its seeds/pairs and grid group
-    lmcflow claims [results]              # verdicts, statistic and CI, controls, the paper's value beside ours
+    lmcflow claims [results]              # verdicts, statistic and CI, convention margin, endpoint gate, controls,
+                                          # the paper's value beside ours and whether it is comparable
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
 """
