@@ -2,7 +2,8 @@
 
     lmcflow validate [my.yaml]            # schema + semantic checks, as at DAG construction
     lmcflow points [my.yaml]              # every study point, its seeds/pairs and grid group
-    lmcflow claims [results]              # verdicts, statistic and CI, controls, the paper's value beside ours
+    lmcflow claims [results]              # verdicts, statistic and CI, convention margin, endpoint gate, controls,
+                                          # the paper's value beside ours and whether it is comparable
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
     lmcflow verify [results] --against DIR  # same bits? same verdicts? (exit 1 unless every verdict agrees)
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
+from lmcflow.claims.margins import margin_text
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points
 from lmcflow.grouping import all_grid_groups
@@ -52,11 +54,16 @@ def format_claim(r: dict) -> str:
               f"(n_seeds={r['n_seeds']}, study={r['study']})")]
     if r["reason"]:
         lines.append(f"{'':28s} reason: {r['reason']}")
+    if r.get("convention_margin"):  # the verdict rests on a threshold we chose
+        lines.append(f"{'':28s} {r['convention_margin']}")
+    if r.get("endpoint_gate"):
+        lines.append(f"{'':28s} endpoint gate: {r['endpoint_gate']}")
     if r["controls"]:
         lines.append(f"{'':28s} controls: {r['controls']}")
     if r["paper_quantity"]:
         lines.append(f"{'':28s} paper: {r['paper_quantity']} = {_g(r['paper_value'])} ({r['paper_scale']}) | "
-                     f"ours: {_g(r['our_value'])} ({ours_at})")
+                     f"ours: {_g(r['our_value'])} ({ours_at})"
+                     + (f" — {r['paper_comparable']}" if r.get("paper_comparable") else ""))
     if r.get("replicated"):
         rci = f"[{_g(r['replicate_ci_low'])}, {_g(r['replicate_ci_high'])}]"
         lines.append(f"{'':28s} replicate (seeds {r['replicate_seeds']}): {r['replicate_verdict']} "
@@ -94,10 +101,13 @@ def claims_markdown(results: str | Path) -> str:
             f"{p['quantity']}: {p['value']:.3g} ({p['scale']})"
             + (f" (ours {_interval(p['ours']['statistic'], p['ours']['ci_low'], p['ours']['ci_high'])})"
                if p["ours"] else "")
+            + ("" if p.get("comparable", True) else f" (not comparable: {p['comparable_reason']})")
             for p in paper) or "—"
         stat = f"{r['statistic_name']}: {_interval(r['statistic'], r['ci_low'], r['ci_high'])}"
         if r["reason"]:
             stat += f" ({r['reason']})"
+        if r.get("decided_by_convention"):
+            stat += f" ({margin_text(r['decided_by_convention'])})"
         line = (f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {r['verdict']} | {_md(stat)} | "
                 f"{_md(values)} |")
         if replicated:

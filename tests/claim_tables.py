@@ -69,5 +69,19 @@ def seed_rows(cells: dict, values, noise: Noise, **fixed) -> list[dict]:
     return rows
 
 
+def working_runs(tables: dict) -> pd.DataFrame:
+    """A runs table in which every model of the tables' points works (test accuracy 0.9 ± 0.001): what the
+    endpoint gate of a barrier or mechanism claim passes."""
+    models = set()
+    for df in tables.values():
+        seeds = [df[c] for c in ("seed", "seed_a", "seed_b") if c in df.columns]
+        for col in seeds:
+            models |= set(zip(df["study"], df["point"], col))
+    return table("runs", [{"study": st, "point": pt, "seed": int(s), "epochs": 1, "test_acc": 0.9 + 0.001 * (s % 2),
+                           "test_loss": 0.3} for st, pt, s in sorted(models)])
+
+
 def verdict(cid: str, tables: dict, **params) -> dict:
+    """The claim's result on hand-built tables (with a runs table of working models unless one is given)."""
+    tables = tables if "runs" in tables else {**tables, "runs": working_runs(tables)}
     return evaluate_claim(cid, {"study": "s", **params}, tables, {})

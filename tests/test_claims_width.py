@@ -14,6 +14,7 @@ from tests.claim_tables import (
     pair_rows,
     table,
     verdict,
+    working_runs,
 )
 from tests.test_claim_power import lewc as lewc_tables
 from tests.test_claim_power import weight_matching_no_gain as wm_tables
@@ -49,6 +50,7 @@ def test_weight_matching_no_gain_reads_every_table1_study():
     helps = wm_tables(False)["barriers"].assign(study="mlp", arch="mlp")   # removes the whole barrier
     hurts = wm_tables(True)["barriers"].assign(study="vgg", arch="vgg11")
     tables = {"barriers": table("barriers", helps.to_dict("records") + hurts.to_dict("records"))}
+    tables["runs"] = working_runs(tables)
     from lmcflow.claims import evaluate_claim
 
     scales = {"mlp": {"arch": ["mlp"]}, "vgg": {"arch": ["vgg11"]}}
@@ -58,8 +60,9 @@ def test_weight_matching_no_gain_reads_every_table1_study():
     mlp_paper = [p for p in res["by_study"]["mlp"]["paper"] if p["fits_our_study"]]
     assert [p["scale"] for p in mlp_paper] == ["MLP, 16x width, MNIST"]
     assert mlp_paper[0]["value"] == pytest.approx(0.0055)
-    single = evaluate_claim("weight-matching-no-gain", {"study": "vgg"}, {"barriers": table("barriers", hurts.to_dict(
-        "records"))}, scales["vgg"])
+    vgg = {"barriers": table("barriers", hurts.to_dict("records"))}
+    single = evaluate_claim("weight-matching-no-gain", {"study": "vgg"}, {**vgg, "runs": working_runs(vgg)},
+                            scales["vgg"])
     assert single["verdict"] == "supported" and "by_study" not in single
 
 

@@ -10,12 +10,14 @@ ROWS = [
      "verdict": "not_supported", "reason": "", "statistic_name": "midpoint error barrier", "statistic": 0.0281,
      "ci_low": 0.0219, "ci_high": 0.0343, "ci_method": "jackknife", "n_seeds": 5, "n_pairs": 10, "controls": "",
      "paper_quantity": "plain-average midpoint error barrier", "paper_value": 0.0052,
-     "paper_scale": "MLP, 16x width, MNIST", "our_value": 0.0281, "scale": "x1"},
+     "paper_scale": "MLP, 16x width, MNIST", "our_value": 0.0281, "scale": "x1",
+     "paper_comparable": "not comparable: paper: dataset mnist vs ours fashion_mnist; width 16 vs ours 1",
+     "endpoint_gate": "passed (25 models)", "convention_margin": ""},
     {"claim_id": "sigma-f-identity", "paper": "Bürgin et al.", "statement": "s", "study": "sigma_f",
      "verdict": "inconclusive", "reason": "too few seeds", "statistic_name": "normalized identity objective",
      "statistic": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "ci_method": "", "n_seeds": 3,
      "n_pairs": 3, "controls": "", "paper_quantity": "", "paper_value": float("nan"), "paper_scale": "",
-     "our_value": float("nan"), "scale": ""},
+     "our_value": float("nan"), "scale": "", "paper_comparable": "", "endpoint_gate": "", "convention_margin": ""},
 ]
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lmcflow.claims import stats
+from lmcflow.claims import gates, margins, stats
 from lmcflow.config import ConfigError, point_value, same_value, swept_values
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not_supported", "inconclusive"
@@ -56,7 +56,7 @@ class Criterion:
     def as_dict(self) -> dict:
         return {"name": self.name, "description": self.description, **self.estimate.as_dict(),
                 "side": self.side, "threshold": self.threshold, "source": self.source, "kind": self.kind,
-                "control": self.control, "verdict": self.verdict}
+                "control": self.control, "verdict": self.verdict, **(margins.convention_margin(self) or {})}
 
 
 @dataclass
@@ -108,10 +108,15 @@ class PaperValue:
     scale: str
     source: str
     ours: str | None = None
-    match: dict = field(default_factory=dict)  # e.g. {"arch": "mlp"}: the row that fits a study's scale
+    match: dict = field(default_factory=dict)  # e.g. {"arch": "mlp"}: the row shown beside a study
+    at: dict = field(default_factory=dict)  # the paper's dataset, arch and scale (width, d, n_train)
 
     def fits(self, scale: dict) -> bool:
         return all(v in (scale.get(k) or []) for k, v in self.match.items())
+
+    def comparable(self, scale: dict) -> tuple[bool, str]:
+        """Whether the paper measured at our study's dataset, architecture and scale, and why not."""
+        return margins.comparability(self.at, scale)
 
 
 # --------------------------------------------------------------------------- the registry
@@ -129,6 +134,7 @@ class Claim:
     paper_values: tuple = ()
     multi_study: bool = False  # `study` may list several studies (e.g. Table 1's three rows)
     unit: str = "pair"  # "pair": needs ≥ 2 seeds; "seed": per-model statistics
+    gate_endpoints: bool = False  # reads barriers or merged models: decided only on working endpoints (gates)
 
     def params(self, ccfg: dict | None) -> dict:
         return {**self.defaults, **{k: v for k, v in (ccfg or {}).items() if k != "study"}}
@@ -155,7 +161,7 @@ class Claim:
             if not any(same_value(params[name], v) for v in have):
                 raise ConfigError(f"claims.{cid}.{name}: {params[name]!r} is not a value of {key} in study "
                                   f"{study_name!r}; its points have {have}")
-        for check in self.requires:
+        for check in self.requires + ((gates.check_gate_params,) if self.gate_endpoints else ()):
             check(cid, params, study_name, points)
 
 
@@ -165,6 +171,9 @@ REGISTRY: dict[str, Claim] = {}
 def claim(**entry) -> Callable:
     """Decorator: register ``fn(tables, params) -> Outcome`` as the statistic of a claim entry."""
     def register(fn):
+        if entry.get("gate_endpoints"):  # the gate's parameters and its table (one row per model)
+            entry["defaults"] = {**entry.get("defaults", {}), **gates.GATE_DEFAULTS}
+            entry["tables"] = tuple(entry["tables"]) + (() if "runs" in entry["tables"] else ("runs",))
         REGISTRY[entry["id"]] = Claim(evaluate=fn, **entry)
         return fn
     return register
@@ -221,14 +230,18 @@ def select(df: pd.DataFrame, **equal) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- evaluation and results
-def _outcome(claim_: Claim, tables: dict, params: dict) -> Outcome:
+def _outcome(claim_: Claim, tables: dict, params: dict, scale: dict) -> tuple[Outcome, dict | None]:
+    """The statistic's outcome and, for a gated claim, its endpoint gate (a failed gate: inconclusive)."""
     try:
         out = claim_.evaluate(tables, params)
     except NoData as why:
-        return Outcome(criteria=[], n_seeds=0, reason=str(why))
+        out = Outcome(criteria=[], n_seeds=0, reason=str(why))
     if out.n_seeds < stats.MIN_SEEDS and not out.reason:
         out.reason = f"too few seeds ({out.n_seeds} < {stats.MIN_SEEDS}): no confidence interval"
-    return out
+    gate = gates.endpoint_gate(tables, params, scale) if claim_.gate_endpoints else None
+    if gate and not gate["passed"]:
+        out.reason = gate["reason"] + (f"; {out.reason}" if out.reason else "")
+    return out, gate
 
 
 def _by_study(tables: dict, study: str) -> dict:
@@ -240,8 +253,9 @@ def _paper(claim_: Claim, outcome: Outcome, scale: dict) -> list[dict]:
     rows = []
     for pv in claim_.paper_values:
         ours = found.get(pv.ours) if pv.ours else None
+        comparable, why = pv.comparable(scale)
         rows.append({"quantity": pv.quantity, "value": pv.value, "scale": pv.scale, "source": pv.source,
-                     "fits_our_study": pv.fits(scale),
+                     "fits_our_study": pv.fits(scale), "comparable": comparable, "comparable_reason": why,
                      "ours": {"name": pv.ours, **ours.as_dict()} if ours is not None else None})
     return rows
 
@@ -254,16 +268,19 @@ def evaluate_claim(cid: str, ccfg: dict, tables: dict, scale: dict, scales: dict
     params = claim_.params(ccfg)
     studies = claim_studies(ccfg)
     if claim_.multi_study and len(studies) > 1:
-        per_study = {s: _outcome(claim_, _by_study(tables, s), params) for s in studies}
+        gated = {s: _outcome(claim_, _by_study(tables, s), params, (scales or {}).get(s, {})) for s in studies}
+        per_study = {s: o for s, (o, _) in gated.items()}
+        gate = gates.merge_gates([g for _, g in gated.values()]) if claim_.gate_endpoints else None
         outcome = per_study[studies[0]]
         verdict = combine(*(o.verdict for o in per_study.values()))
         by_study = {s: {"verdict": o.verdict, "reason": o.reason, "n_seeds": o.n_seeds, "n_pairs": o.n_pairs,
                         "criteria": [t.as_dict() for t in o.criteria],
                         "reported": {k: e.as_dict() for k, e in o.reported.items()}, "details": o.details,
-                        "paper": _paper(claim_, o, (scales or {}).get(s, {}))}
+                        "paper": _paper(claim_, o, (scales or {}).get(s, {})), "endpoint_gate": gated[s][1],
+                        "decided_by_convention": _convention(o)}
                     for s, o in per_study.items()}
     else:
-        outcome = _outcome(claim_, tables, params)
+        outcome, gate = _outcome(claim_, tables, params, scale)
         verdict, by_study = outcome.verdict, None
     head = outcome.criteria[0] if outcome.criteria else None
     est = head.estimate if head else stats.Estimate(math.nan, math.nan, math.nan, outcome.n_seeds)
@@ -280,11 +297,21 @@ def evaluate_claim(cid: str, ccfg: dict, tables: dict, scale: dict, scales: dict
                      if t.kind == "control"],
         "reported": {k: e.as_dict() for k, e in outcome.reported.items()},
         "paper_values": _paper(claim_, outcome, scale), "scale": scale, "params": params,
-        "details": outcome.details,
+        "details": outcome.details, "endpoint_gate": gate,
+        "decided_by_convention": _convention(outcome) if not by_study else _first_convention(by_study, verdict),
     }
     if by_study:
         result["by_study"] = by_study
     return _plain(result)
+
+
+def _convention(o: Outcome) -> dict | None:
+    return None if o.reason else margins.decided_by_convention(o.criteria, o.verdict)
+
+
+def _first_convention(by_study: dict, verdict: str) -> dict | None:
+    """Several studies: the convention margin of the first study whose verdict is the combined one."""
+    return next((s["decided_by_convention"] for s in by_study.values() if s["verdict"] == verdict), None)
 
 
 def _plain(obj):
@@ -320,7 +347,11 @@ def claim_row(result: dict) -> dict:
         "controls": controls,
         "paper_quantity": first["quantity"] if first else "", "paper_value": _nan(first["value"] if first else None),
         "paper_scale": first["scale"] if first else "", "our_value": _nan(ours.get("statistic")),
+        "paper_comparable": "" if not first or "comparable" not in first else
+        "comparable" if first["comparable"] else f"not comparable: {first['comparable_reason']}",
         "scale": json.dumps(result["scale"], sort_keys=True),
+        "endpoint_gate": gates.gate_summary(result.get("endpoint_gate")),
+        "convention_margin": margins.margin_text(result.get("decided_by_convention")),
         **replication_columns(result.get("replication")),
     }
 

@@ -97,7 +97,7 @@ def sigma_f_identity(t: dict, p: dict) -> Outcome:
         "mean_by_sigma_f_and_layer": by_layer.to_dict("records")})
 
 
-@claim(id="sigma-f-unaligned-barrier", paper=PAPER,
+@claim(id="sigma-f-unaligned-barrier", paper=PAPER, gate_endpoints=True,
        statement="The barrier between independently trained W-asymmetric models without alignment falls over the "
                  "whole σ_F grid, towards the barrier after activation-matching alignment.",
        tables=("identifiability_lmc",), sweep_key="model.symmetry.sigma_f",
@@ -196,6 +196,7 @@ def intrinsic_dimension(t: dict, p: dict) -> Outcome:
 
 
 PAPER_UNALIGNED_DROP = {2: 46.4, 8: 15.7, 32: 6.1}  # % at σ_F = 1 (Bürgin et al. 2026)
+PAPER_DATA = {"dataset": "gaussian_subspace", "arch": "mlp", "d": 512, "n_train": 45000}  # their generator's size
 
 
 def requires_trained(cid, p, study, points) -> None:
@@ -219,7 +220,7 @@ def unaligned_drops(interp: pd.DataFrame, split: str, method: str) -> pd.DataFra
     return pd.DataFrame(rows, columns=keys + ["unaligned_drop"])
 
 
-@claim(id="intrinsic-dimension-lmc", paper=PAPER,
+@claim(id="intrinsic-dimension-lmc", paper=PAPER, gate_endpoints=True,
        statement="With σ_F = 1 on gaussian_subspace data the unaligned interpolation of two trained W-MLPs loses "
                  "less accuracy over the whole k grid as the data's intrinsic dimension k grows (the paper: a "
                  "relative accuracy drop of 46.4 / 15.7 / 6.1 % at k = 2 / 8 / 32).",
@@ -227,8 +228,9 @@ def unaligned_drops(interp: pd.DataFrame, split: str, method: str) -> pd.DataFra
        requires=(requires_sigma_values, requires_analysis("swap_costs"), requires_trained),
        defaults={"epochs": None, "sigma_f_high": None, "split": "test", "method": "identity"},
        paper_values=tuple(PaperValue(f"unaligned relative accuracy drop (%) at k = {k}, σ_F = 1", v,
-                                     "W-MLP on the authors' Gaussian-subspace data", "Bürgin et al. 2026",
-                                     ours=f"unaligned_drop_k{k}") for k, v in PAPER_UNALIGNED_DROP.items()))
+                                     "W-MLP on the authors' Gaussian-subspace data (d = 512, 45000 training "
+                                     "examples)", "Bürgin et al. 2026", ours=f"unaligned_drop_k{k}", at=PAPER_DATA)
+                          for k, v in PAPER_UNALIGNED_DROP.items()))
 def intrinsic_dimension_lmc(t: dict, p: dict) -> Outcome:
     # the data's nominal k per dataset (the interpolation table names datasets only; the swap-cost table has both)
     sc = t["swap_costs"]
@@ -262,7 +264,7 @@ def intrinsic_dimension_lmc(t: dict, p: dict) -> Outcome:
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, details)
 
 
-@claim(id="subspace-coherence", paper=PAPER,
+@claim(id="subspace-coherence", paper=PAPER, gate_endpoints=True,
        statement="With F = 0 and only a random mask, the unaligned midpoint barrier falls over the whole ν grid as "
                  "the subspace coherence ν of the inputs rises from 0.1 to 1.",
        tables=("coherence",), sweep_key="dataset", requires=(requires_analysis("coherence"),),

@@ -46,8 +46,10 @@ TABLE1_ROWS = (
 
 
 def table1_values(quantity: str, ours: str, value) -> tuple:
-    """A claim's ``paper_values``: ``value(row)`` of every Table-1 row, matched to our study by architecture."""
-    return tuple(PaperValue(quantity, value(r), r.label, TABLE1, ours, {"arch": r.arch}) for r in TABLE1_ROWS)
+    """A claim's ``paper_values``: ``value(row)`` of every Table-1 row, shown beside the study of its architecture,
+    comparable only to a study of its dataset and widest width."""
+    return tuple(PaperValue(quantity, value(r), r.label, TABLE1, ours, {"arch": r.arch},
+                            {"dataset": r.dataset, "arch": r.arch, "width": r.width}) for r in TABLE1_ROWS)
 
 
 # --------------------------------------------------------------------------- config requirements

@@ -30,7 +30,7 @@ from lmcflow.config import ConfigError
 NULL_SOURCE = "null: the same cosine with the pairing of samples between A and B shuffled (layer_metrics)"
 
 
-@claim(id="lewc", paper=PAPER,
+@claim(id="lewc", paper=PAPER, gate_endpoints=True,
        statement="Without permutation, the layer-wise exponentially weighted connectivity (LEWC) cosine "
                  "cos(f_l(θ_λ), λ^l f_l(θ_A) + (1−λ)^l f_l(θ_B)) rises with width toward 1, and at the widest "
                  "width holds at every interior λ ≠ ½, beats the same cosine with the sample pairing of A and B "
@@ -88,7 +88,7 @@ def lewc(t: dict, p: dict) -> Outcome:
         "mean_lewc_perturbed_by_width_and_lambda": means.list("lewc_cos_perturbed")})
 
 
-@claim(id="weak-additivity", paper=PAPER,
+@claim(id="weak-additivity", paper=PAPER, gate_endpoints=True,
        statement="ReLU is weakly additive on the two models' pre-activations: at the widest width "
                  "cos(σ(½z̃_A(x) + ½z̃_B(x)), ½σ(z̃_A(x)) + ½σ(z̃_B(x))) exceeds the same cosine for pre-activations "
                  "of unrelated inputs (the pairing of samples between A and B shuffled: the independent baseline).",
@@ -116,7 +116,7 @@ def weak_additivity(t: dict, p: dict) -> Outcome:
         "gaussian_reference": float(np.nanmean(means["weak_additivity_gaussian"]))})
 
 
-@claim(id="reciprocal-orthogonality", paper=PAPER,
+@claim(id="reciprocal-orthogonality", paper=PAPER, gate_endpoints=True,
        statement="Reciprocal orthogonality: the cross terms W_A z_B and W_B z_A are small against W_A z_A and "
                  "W_B z_B at the widest width, the cross-norm ratio falls over the whole width grid, and it is no "
                  "larger than what each model gives against a randomly permuted copy of itself (the "
@@ -157,7 +157,7 @@ def reciprocal_orthogonality(t: dict, p: dict) -> Outcome:
         "mean_cross_cos_by_width": means.list("cross_cos")})
 
 
-@claim(id="low-rank", paper=PAPER,
+@claim(id="low-rank", paper=PAPER, gate_endpoints=True,
        statement="Weight decay makes the hidden weights relatively low-rank: the relative effective rank falls over "
                  "the whole width grid under the default weight decay, and at the widest width it is below that of "
                  "the weak weight-decay arm (weak decay raises the rank) and clearly below that of an unstructured "
@@ -207,7 +207,7 @@ def low_rank(t: dict, p: dict) -> Outcome:
         "random_matrix_erank_rel_by_width": means.list("erank_rel_random", "default")})
 
 
-@claim(id="cross-transformation-cosine", paper=PAPER,
+@claim(id="cross-transformation-cosine", paper=PAPER, gate_endpoints=True,
        statement="The merged layer acts on the merged input like the sum of the two models' own layers: the "
                  "cross-transformation cosine cos((W_A + W_B)(z_A + z_B), W_A z_A + W_B z_B) of the paper's "
                  "orthogonality figure rises over the whole width grid toward 1, is near 1 at the widest width, and "
@@ -254,7 +254,7 @@ def requires_no_normalisation(cid, p, study, points) -> None:
                           f"re-estimated at every λ rescales each layer); study {study!r} uses model.norm {norms}")
 
 
-@claim(id="logit-norm-decay", paper=PAPER,
+@claim(id="logit-norm-decay", paper=PAPER, gate_endpoints=True,
        statement="Along the plain-average path the logits shrink as LEWC predicts, ‖z(θ_λ)‖ ≈ (λ^D + (1−λ)^D) × the "
                  "endpoints' norm for D weight layers (which is why the raw loss barrier is large and temperature "
                  "calibration removes it), and the fitted inverse temperature β undoes the decay: at the widest width "
@@ -304,7 +304,7 @@ def logit_norm_decay(t: dict, p: dict) -> Outcome:
         "mean_calibrated_norm_ratio_by_lambda": relative(means, "scaled").tolist()})
 
 
-@claim(id="active-neuron-overlap", paper=PAPER,
+@claim(id="active-neuron-overlap", paper=PAPER, gate_endpoints=True,
        statement="Wide models use different neurons: at the widest width the Jaccard index of the two models' active "
                  "units (second moment above τ × the layer's largest) is small, it falls over the whole width grid, "
                  "and it is no larger than for active sets of the same sizes placed independently at random "

@@ -42,7 +42,7 @@ def requires_methods(method_param: str | None = None, methods: tuple = (), at=("
 
 
 # --------------------------------------------------------------------------- barriers without permutation
-@claim(id="width-merge-accuracy", paper=PAPER,
+@claim(id="width-merge-accuracy", paper=PAPER, gate_endpoints=True,
        statement="Without permutation, the error barrier between independently trained models falls as width "
                  "grows (over the whole width grid) and is small at the widest width.",
        tables=("barriers",), sweep_key="model.width", selects=WD, multi_study=True,
@@ -75,7 +75,7 @@ def width_merge_accuracy(t: dict, p: dict) -> Outcome:
         "spearman_log_width_vs_mean_barrier": spearman(x, means["value", d])})
 
 
-@claim(id="temperature-calibration", paper=PAPER,
+@claim(id="temperature-calibration", paper=PAPER, gate_endpoints=True,
        statement="After softmax-temperature calibration the loss barrier is far below the raw one and "
                  "approaches zero at the widest width.",
        tables=("barriers",), sweep_key="model.width", multi_study=True, selects=WD,
@@ -104,7 +104,7 @@ def temperature_calibration(t: dict, p: dict) -> Outcome:
 
 
 # --------------------------------------------------------------------------- alignment
-@claim(id="weight-matching-no-gain", paper=PAPER,
+@claim(id="weight-matching-no-gain", paper=PAPER, gate_endpoints=True,
        statement="At the widest width weight matching removes less than half of the plain average's error barrier "
                  "(it gains little, or hurts), while at the narrowest width it lowers the barrier.",
        tables=("barriers",), sweep_key="model.width", selects=WD, multi_study=True,
@@ -143,7 +143,7 @@ def weight_matching_no_gain(t: dict, p: dict) -> Outcome:
         "mean_barrier_method": means.list("value", method)})
 
 
-@claim(id="random-permutation", paper=PAPER,
+@claim(id="random-permutation", paper=PAPER, gate_endpoints=True,
        statement="At the widest width a random permutation of model B leaves the merged (λ = ½) error within noise "
                  "of no permutation.",
        tables=("barriers",), sweep_key="model.width", multi_study=True, selects=WD,
@@ -171,7 +171,7 @@ def random_permutation(t: dict, p: dict) -> Outcome:
 
 
 # --------------------------------------------------------------------------- weight decay
-@claim(id="weight-decay", paper=PAPER,
+@claim(id="weight-decay", paper=PAPER, gate_endpoints=True,
        statement="Weight decay drives LMC without permutation: with weight decay 1e-4 the error barrier at the "
                  "widest width is clearly larger, and the LEWC cosine lower, than with the default weight decay.",
        tables=("barriers", "layer_metrics"), sweep_key="train.weight_decay", multi_study=True,

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 from lmcflow import claims as claims_mod
+from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import REPLICATE_INPUT, Point, replicate_claim_cfg
 from lmcflow.io import write_json, write_text
 from lmcflow.provenance import machine_provenance, provenance
@@ -33,18 +34,23 @@ def run_barriers(interp_path: str, out: str) -> None:
     write_table(out, "barriers", barrier_rows(read_table(interp_path, "interpolation")))
 
 
-def study_scale(points: list[Point]) -> dict:
-    """What a claim was measured at: enough to tell a CPU run from paper scale."""
+def study_scale(points: list[Point], datasets: dict | None = None) -> dict:
+    """What a claim was measured at: enough to tell a CPU run from paper scale. ``datasets``: the config's facts
+    of each dataset (``claims.gates.dataset_facts``: classes for the endpoint gate, d and n_train)."""
+    names = sorted({p.dataset for p in points})
+    facts = datasets if datasets is not None else dataset_facts(names)
     return {
         "dataset": sorted({p.dataset for p in points}), "arch": sorted({p.model["arch"] for p in points}),
         "widths": sorted({float(p.model["width"]) for p in points}),
         "weight_decays": sorted({float(p.train["weight_decay"]) for p in points}),
         "epochs": sorted({int(p.train["epochs"]) for p in points}),
         "seeds": sorted({s for p in points for s in p.seeds}),
+        "data": {n: facts[n] for n in names if n in facts},
     }
 
 
-def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str, runs_paths) -> dict:
+def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_json: str, runs_paths,
+              datasets: dict | None = None) -> dict:
     """The claim's verdict from its studies' tables. ``table_paths``: kind -> path, or kind -> [path per study]
     for claims that read several studies. Adds ``provenance`` (code, torch, the studies' devices and precisions
     from their runs tables ``runs_paths``) and ``tables_read`` (every table path it read, as given: relative to
@@ -53,9 +59,9 @@ def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_
     replicate_paths = {k.removeprefix(REPLICATE_INPUT): v for k, v in table_paths.items()
                        if k.startswith(REPLICATE_INPUT)}
     result = _evaluate(cid, ccfg, {k: v for k, v in table_paths.items() if not k.startswith(REPLICATE_INPUT)},
-                       points)
+                       points, datasets)
     if replicate_paths:
-        replica = _evaluate(cid, replicate_claim_cfg(ccfg), replicate_paths, points)
+        replica = _evaluate(cid, replicate_claim_cfg(ccfg), replicate_paths, points, datasets)
         result["replication"] = {
             "studies": replica["studies"], "seeds": replica["scale"]["seeds"], "verdict": replica["verdict"],
             "replicated": replica["verdict"] == result["verdict"], "reason": replica["reason"],
@@ -79,11 +85,11 @@ def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_
     return result
 
 
-def _evaluate(cid: str, ccfg: dict, table_paths: dict, points: list[Point]) -> dict:
+def _evaluate(cid: str, ccfg: dict, table_paths: dict, points: list[Point], datasets: dict | None) -> dict:
     tables = {kind: concat_tables([paths] if isinstance(paths, str) else list(paths), kind)
               for kind, paths in table_paths.items()}
     studies = claims_mod.claim_studies(ccfg)
-    scales = {s: study_scale([p for p in points if p.study == s]) for s in studies}
+    scales = {s: study_scale([p for p in points if p.study == s], datasets) for s in studies}
     return claims_mod.evaluate_claim(cid, ccfg, tables, scales[studies[0]], scales)
 
 
