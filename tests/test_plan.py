@@ -47,6 +47,7 @@ def test_default_job_inputs(default_plan):
                            "interpolation": ["work/merge/sigma_f/grid/blocks-0-0.parquet"]}
     lewc = job(default_plan, "claim", claim="lewc")
     assert lewc.input == {"layer_metrics": ["work/tables/width/layer_metrics.parquet"],
+                          "runs": ["work/tables/width/runs.parquet"],  # the endpoint gate's models
                           "provenance_runs": ["work/tables/width/runs.parquet"]}
     aligned = [j for j in needed_jobs(default_plan) if j.rule == "mechanism" and j.wildcards["method"] != "identity"]
     for j in aligned:  # a non-identity method's mechanism job reads rule align's files of its pair block

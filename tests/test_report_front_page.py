@@ -2,6 +2,7 @@
 with links to the study's figures, one short table row per claim that renders as reStructuredText."""
 import docutils.core
 
+from lmcflow.claims.core import replication_columns
 from lmcflow.jobs.report import run_report_front_page
 from lmcflow.tables import write_table
 
@@ -12,12 +13,13 @@ ROWS = [
      "paper_quantity": "plain-average midpoint error barrier", "paper_value": 0.0052,
      "paper_scale": "MLP, 16x width, MNIST", "our_value": 0.0281, "scale": "x1",
      "paper_comparable": "not comparable: paper: dataset mnist vs ours fashion_mnist; width 16 vs ours 1",
-     "endpoint_gate": "passed (25 models)", "convention_margin": ""},
+     "endpoint_gate": "passed (25 models)", "convention_margin": "", **replication_columns(None)},
     {"claim_id": "sigma-f-identity", "paper": "Bürgin et al.", "statement": "s", "study": "sigma_f",
      "verdict": "inconclusive", "reason": "too few seeds", "statistic_name": "normalized identity objective",
      "statistic": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "ci_method": "", "n_seeds": 3,
      "n_pairs": 3, "controls": "", "paper_quantity": "", "paper_value": float("nan"), "paper_scale": "",
-     "our_value": float("nan"), "scale": "", "paper_comparable": "", "endpoint_gate": "", "convention_margin": ""},
+     "our_value": float("nan"), "scale": "", "paper_comparable": "", "endpoint_gate": "", "convention_margin": "",
+     **replication_columns(None)},
 ]
 
 
@@ -49,3 +51,14 @@ def test_front_page_renders_as_a_table(tmp_path):
                                        settings_overrides={"report_level": 2, "halt_level": 2})["body"]
     assert html.count("<tr") == 3 and html.count("<col ") == 4
     assert "not_supported" in html and "0.0052" in html and '<a class="reference external" href="#">width</a>' in html
+
+
+def test_a_verdict_says_whether_it_replicated(tmp_path):
+    rows = [dict(ROWS[0], **replication_columns({"seeds": [5, 6, 7, 8, 9], "verdict": "inconclusive", "statistic": 0.02,
+                                                 "ci_low": 0.01, "ci_high": 0.03, "replicated": False})),
+            dict(ROWS[1], **replication_columns({"seeds": [5, 6, 7, 8, 9], "verdict": "inconclusive", "statistic": 1.0,
+                                                 "ci_low": 1.0, "ci_high": 1.0, "replicated": True}))]
+    write_table(tmp_path / "claims.parquet", "claims", rows)
+    run_report_front_page(str(tmp_path / "claims.parquet"), str(tmp_path / "front.rst"), ["width", "sigma_f"])
+    cells = [r.split("\n     - ")[2] for r in (tmp_path / "front.rst").read_text().split("   * - ")[2:]]
+    assert cells == ["0.0281 [0.0219, 0.0343] (not replicated)", "too few seeds (replicated)"]

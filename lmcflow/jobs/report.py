@@ -154,8 +154,7 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
             ours = r["reason"] if r["statistic"] != r["statistic"] else f"{ours} ({r['reason']})"
         paper = num(r.get("paper_value")) if r.get("paper_quantity") else "–"
         if r.get("replicated"):
-            ours += f"; replicate seeds {r['replicate_seeds']}: {r['replicate_verdict']}" + (
-                "" if r["replicated"] == "yes" else " (not replicated)")
+            ours += " (replicated)" if r["replicated"] == "yes" else " (not replicated)"
         studies = [s for s in str(r["study"]).split(",") if s in study_categories]
         figures = ", ".join(f"`{s}`_" for s in studies)
         claim_cell = f"``{r['claim_id']}``" + (f" ({figures})" if figures else "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from lmcflow.claims import claim_studies
+from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
 from lmcflow.grouping import pair_blocks, parse_blocks, seed_blocks, stacks
 from lmcflow.plan.core import PlanBase
@@ -219,6 +220,10 @@ class Plan(PlanBase):
         ccfg = self.claim_cfg[wc.claim]
         studies = claim_studies(ccfg) + (claim_studies(replicate_claim_cfg(ccfg)) if self.replicates else [])
         return [p.job_dict("model", "train") | {"seeds": p.seeds} for s in studies for p in self.study_points(s)]
+
+    def claim_datasets(self, wc):
+        """Classes (the endpoint gate's chance level), d and n_train of the datasets of a claim's points."""
+        return dataset_facts({p["dataset"] for p in self.claim_points(wc)}, self.config.get("data"))
 
     def claims_table_inputs(self):
         return [self.claim_file(c) for c in self.claim_cfg]

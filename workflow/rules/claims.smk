@@ -1,6 +1,3 @@
-from lmcflow.claims.gates import dataset_facts
-
-
 localrules:
     claim,
     claims_table,
@@ -22,8 +19,7 @@ rule claim:
         claim=lambda wc: wc.claim,
         claim_cfg=claim_params_cfg,
         points=claim_points,
-        # classes (the endpoint gate's chance level), d and n_train of the claim's datasets
-        datasets=lambda wc: dataset_facts({p["dataset"] for p in claim_points(wc)}, config.get("data")),
+        datasets=claim_datasets,
     script:
         "../scripts/claim.py"
 

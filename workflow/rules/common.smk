@@ -95,5 +95,6 @@ table1_inputs = PLAN.table1_inputs
 claim_inputs = PLAN.claim_inputs
 claim_params_cfg = PLAN.claim_params_cfg
 claim_points = PLAN.claim_points
+claim_datasets = PLAN.claim_datasets
 claims_table_inputs = PLAN.claims_table_inputs
 prepare_data_cfg = PLAN.prepare_data_cfg
