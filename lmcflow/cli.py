@@ -6,6 +6,7 @@
                                           # the paper's value beside ours and whether it is comparable
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
+    lmcflow verify evidence/RUN/results --published  # tables and claims of a published run
     lmcflow verify [results] --against DIR  # same bits? same verdicts? (exit 1 unless every verdict agrees)
     lmcflow trace CLAIM [--config my.yaml] # verdict -> statistic -> tables -> rules and job functions -> config keys
 """
@@ -133,6 +134,8 @@ def main(argv=None) -> int:
     v.add_argument("results", nargs="?", default="results")
     v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
                                      "relative to (default: the results folder's parent)")
+    v.add_argument("--published", action="store_true", help="a published results folder (evidence/<run>/results): "
+                   "tables and claims only; its checkpoints are not shipped and git keeps no file times")
     v.add_argument("--against", metavar="DIR", help="compare with another results folder instead: which files are "
                                                      "bit-identical, how tables differ, whether every verdict agrees")
     tr = sub.add_parser("trace", help="a claim's chain: verdict, statistic, tables, rules, job functions, config keys")
@@ -165,19 +168,19 @@ def main(argv=None) -> int:
             print("\n".join(comparison.report()))
             return 0 if comparison.verdicts_agree else 1
         elif args.cmd == "verify":
-            return run_verify(args.results, args.workdir)
+            return run_verify(args.results, args.workdir, args.published)
     except (ConfigError, CorruptFileError) as err:
         print(f"lmcflow {args.cmd}: {err}", file=sys.stderr)
         return 1 if isinstance(err, MissingInput) else 2
     return 0
 
 
-def run_verify(results: str, workdir: str | None) -> int:
+def run_verify(results: str, workdir: str | None, published: bool = False) -> int:
     results_folder(results)  # a ConfigError if it is none
     if workdir is not None and not Path(workdir).is_dir():
         print(f"--workdir {workdir}: no such folder", file=sys.stderr)
         return 2
-    result = verify(results, workdir)
+    result = verify(results, workdir, published)
     for problem in result.problems:
         print(problem)
     print(result.summary())

@@ -61,6 +61,7 @@ class Verification:
     workdir: Path
     problems: list[Problem] = field(default_factory=list)
     checked: Counter = field(default_factory=Counter)
+    published: bool = False
 
     @property
     def ok(self) -> bool:
@@ -70,18 +71,22 @@ class Verification:
         # counted kinds are plurals ending in "s": tables, checkpoints, permutation files, claims
         what = ", ".join(f"{n} {kind if n != 1 else kind[:-1]}" for kind, n in self.checked.items()) or "nothing"
         head = f"lmcflow verify: {len(self.problems)} problem{'s' * (len(self.problems) != 1)} in {self.results}"
-        return f"{head} (checked {what})" + ("" if self.ok else f"; {REBUILD_HINT}")
+        scope = "; as published: no checkpoints, permutation files or file times" if self.published else ""
+        return f"{head} (checked {what}{scope})" + ("" if self.ok else f"; {REBUILD_HINT}")
 
 
-def verify(results: str | Path, workdir: str | Path | None = None) -> Verification:
+def verify(results: str | Path, workdir: str | Path | None = None, published: bool = False) -> Verification:
+    """``published``: a results folder as published (``evidence/<run>/``): its tables, and those its claims read,
+    checked as always; not its checkpoints and permutation files, which it does not ship, nor file times, which
+    git does not keep."""
     results = Path(results)
     workdir = Path(workdir) if workdir is not None else results.resolve().parent
-    v = Verification(results, workdir)
+    v = Verification(results, workdir, published=published)
     checker = _Checker(v)
     for path in sorted(results.rglob("*.parquet")):
         checker.table(path)
     tables = results / "tables"
-    for kind, path_col, hash_col, rule in HASHED_FILES:
+    for kind, path_col, hash_col, rule in [] if published else HASHED_FILES:
         table = tables / f"{kind}.parquet"
         if kind == "runs" or table.exists():  # every run has trained models; alignment is optional
             checker.hashed_files(table, kind, path_col, hash_col, rule)
@@ -201,5 +206,5 @@ class _Checker:
 
     def newer(self, path: Path, than: Path, rule: str, relation: str) -> None:
         """``path`` must not be older than ``than``, an input of the job that wrote it."""
-        if path.stat().st_mtime_ns < than.stat().st_mtime_ns:
+        if not self.v.published and path.stat().st_mtime_ns < than.stat().st_mtime_ns:
             self.problem(path, f"older than {self.rel(than)}, {relation}", rule)

@@ -13,10 +13,11 @@ from lmcflow.config import resolve_config
 from lmcflow.plan import job_counts
 from lmcflow.schema import load_schema
 from lmcflow.tables import IDENT_POINT_COLUMNS, IDENT_TABLE_KINDS, POINT_COLUMNS, TABLES
+from lmcflow.verify import verify
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-EVIDENCE = REPO / "evidence/cpu-default"
+EVIDENCE = REPO / "evidence/cpu-default/results"
 CONFIGS = sorted(p.name for p in (REPO / "config").glob("*.yaml"))
 DOCS = [README, REPO / "config/README.md", REPO / "results/README.md", *sorted((REPO / "docs").glob("*.md"))]
 
@@ -32,8 +33,14 @@ def test_readme_verdict_table_is_the_cited_runs():
     assert match, "README has no verdict table between its markers"
     assert REPO / match.group(1) == EVIDENCE
     assert match.group(2) == claims_markdown(EVIDENCE), (
-        "README's verdict table is not `lmcflow claims --markdown evidence/cpu-default`; regenerate it")
+        "README's verdict table is not `lmcflow claims --markdown evidence/cpu-default/results`; regenerate it")
     assert len(list((EVIDENCE / "claims").glob("*.json"))) == len(REGISTRY)
+
+
+def test_the_cited_run_verifies_as_published():
+    v = verify(EVIDENCE, published=True)
+    assert v.ok, "\n".join(map(str, v.problems))
+    assert v.checked["claims"] == len(REGISTRY) and v.checked["tables"] > len(REGISTRY)
 
 
 def test_claims_markdown_from_the_command_line(capsys, tmp_path):

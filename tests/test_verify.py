@@ -179,3 +179,21 @@ def test_verify_and_provenance_do_not_import_torch():
             "assert 'torch' not in sys.modules, [m for m in sys.modules if m.startswith('torch')][:5]")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_a_published_folder_is_checked_without_its_models_and_file_times(workdir, capsys):
+    """evidence/<run>/ ships tables and claims, not checkpoints, and git keeps no file times."""
+    import shutil
+
+    shutil.rmtree(workdir / "work/models")
+    shutil.rmtree(workdir / "work/align")
+    age(workdir / "results/claims/c.json", 120)  # older than the tables it read, as a checkout may leave it
+    result = verify(workdir / "results", published=True)
+    assert result.ok, result.problems
+    assert result.checked == {"tables": 6, "claims": 1}
+    assert main(["verify", str(workdir / "results"), "--published"]) == 0
+    assert "as published: no checkpoints, permutation files or file times" in capsys.readouterr().out
+    assert not verify(workdir / "results").ok  # the same folder as a run's results: its models are missing
+    (workdir / "work/tables/s/barriers.parquet").unlink()  # a table a claim read is still checked
+    assert [str(p) for p in verify(workdir / "results", published=True).problems] == [
+        "work/tables/s/barriers.parquet: missing (read by results/claims/c.json) [rule study_barriers]"]
