@@ -18,7 +18,7 @@ from pathlib import Path
 os.umask(int(sys.argv[2], 8))
 import torch
 import matplotlib.pyplot as plt
-from lmcflow.figures import save_figure
+from lmcflow.figures.common import save_figure
 from lmcflow.io import atomic_path, current_umask, save_tensors, write_json, write_text
 from lmcflow.tables import TABLES, write_table
 
