@@ -1,29 +1,6 @@
 """Bundled training: K models of the same shape trained at once as one stacked model.
 
-A *member* is what one single-model ``train`` job would train: a model built by
-``lmcflow.jobs.common.init_model(spec, seed)``, its dataset, its seed and its point's ``train`` block.
-Members may come from different study points when their models have the same structure (module
-types, parameter and buffer shapes) and their ``train`` blocks agree: the identifiability sweeps
-differ only in buffers (W-asymmetric masks and offsets, σ_F) or in data tensors of equal shape.
-
-Every member keeps exactly what its single-model run would use: its initial weights, its data
-order and augmentation stream (its own ``generator("data-order", seed)``: one permutation per
-epoch, then the crop/flip draws of each batch, in the order ``training.train`` draws them), its
-masks and offsets (buffers of its own model) and the learning-rate schedule (the same for all,
-since the train blocks agree). The forward passes of all members are one ``torch.func.vmap`` over
-the stacked parameters and buffers (``functional_call``); the bundle's loss is the sum of the
-members' mean losses, so each member's gradient is exactly its own; one optimizer over the stacked
-parameters updates each member as its own optimizer would (SGD and AdamW are elementwise).
-BatchNorm running statistics are stacked buffers updated in place under vmap, per member.
-
-What differs from single-model training is rounding: a batched matrix product (or grouped
-convolution) sums in another order than the single one. tests/test_bundle_training.py measures how far
-members drift from their single runs; bundles of one member run ``training.train`` itself.
-
-A member whose loss becomes NaN/inf is removed from the bundle at that step (its parameters stop
-updating, nothing of it is saved); the others train to the end, their final states are saved next
-to their checkpoints' paths (``state_path``, digest-checked) and ``DivergenceError`` names every
-diverged member. A rerun restores the healthy members from those states without training them.
+Details: docs/internals.md, "`lmcflow.bundle_training`".
 """
 from __future__ import annotations
 

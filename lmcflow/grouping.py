@@ -1,24 +1,7 @@
 """Which models train together (bundles), which grid points share jobs (grid groups) and which seed pairs
 are merged together (pair blocks).
 
-A bundle is a block of seed *values* of one point: seeds ``[b·K, (b+1)·K)`` with ``K = train.bundle``
-form bundle ``b``. Membership depends on nothing but the seed and K, so adding seeds n, n+1, … to a
-study never reshuffles existing bundles: only the bundles holding new seeds train, and only the pair
-blocks holding new pairs merge. (Seeds added *inside* a partly filled block retrain that block.)
-
-A *grid group* is a set of points of one study whose jobs are shared: models of the same shape (the
-``model`` block apart from ``symmetry``: architecture, width, depth), the same seeds, ``train.bundle`` > 1
-and ``train.bundle_grid`` > 1 (at most that many points per group, in study order). The train job of seed
-block ``b`` of a group trains that block of every point of the group, one bundle per set of points whose
-models stack (``stacks``: ``lmcflow.config.bundle_key``, i.e. the same layers, learning settings and data
-shape: the identifiability sweeps over σ_F, masks or k), and one merge / analysis job per pair block serves
-every point of the group: the 12 points of the default ``intrinsic_dim`` study start 3 processes per seed
-block instead of 30. A point that shares its key with no other is a group of its own, labelled by its point
-id (its paths are those of a one-point bundle). The price: adding a value to a grouped sweep changes its
-group, which then retrains as a whole (``train.bundle_grid: 1`` keeps every point apart).
-
-A pair block ``(i, j)`` with ``i ≤ j`` holds every seed pair (a, b), a < b, with a in bundle i and b in
-bundle j: one merge / alignment / analysis job evaluates all of them, loading each model once.
+Details: docs/internals.md, "`lmcflow.grouping`".
 """
 from __future__ import annotations
 

@@ -1,26 +1,6 @@
 """Model zoo: MLP, VGG-11, ResNet-20 (width multiplier) and the sum-of-ReLUs regression model.
 
-Every model exposes ``hidden_features(x)``: the post-activation output of each
-permutable hidden layer, in order. Alignment (activation matching) and the
-mechanism metrics read features through it, so they never depend on module
-internals. The MLP also gives the features at the other points activation matching
-can read (``at``): ``post_linear`` (the linear layer's output), ``post_norm`` (after
-the normalisation, before the nonlinearity) and ``post_activation`` (the default).
-Parameter names are stable (``layers.0.weight``, ``convs.3.weight``,
-``stages.1.0.conv1.weight``…): the permutation specs refer to them by name.
-
-σ-asymmetric networks (``model.symmetry.kind: sigma_asymmetric``): the fixed gate
-x ↦ sigmoid(Cx)⊙x *is* the hidden layers' nonlinearity (it replaces the activation, as
-in Lim et al. 2024 and the identifiability authors' σ-MLP); the ResNet's residual-stream
-ReLU after the addition stays.
-
-Initialisation (``model.init``, ``init_weights``): after the layers are built with
-torch's defaults, ``weights: paper`` redraws the trainable weights of W-asymmetric and
-SyRe *linear* layers from N(0, 1/fan_in) (the identifiability authors' ``SparseLinear``
-and ``NoiseLinear``; their conv layers keep torch's default, as here), ``torch`` keeps
-torch's default everywhere (lmcflow's initialisation before this option), ``normal``
-draws every weight from N(0, std²); ``bias: zero`` zeroes every bias. All draws come from
-the global RNG that ``lmcflow.jobs.common.init_model`` seeds, so they are fixed by the seed.
+Details: docs/internals.md, "`lmcflow.models`".
 """
 from __future__ import annotations
 

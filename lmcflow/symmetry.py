@@ -1,57 +1,6 @@
 """Layer factories that optionally break permutation symmetry.
 
-``sym`` is the ``model.symmetry`` block of a study point (``{"kind": "standard"}``
-or absent for an ordinary network). Models build every weight layer through
-these factories, passing the layer's index so per-layer settings apply
-(MLP: hidden layers 0…depth−1, head = depth; VGG: convs in order, then the head;
-ResNet-20: stem 0, block b of the network uses b·3+1 (conv1), +1 (conv2),
-+2 (1x1 shortcut), head last).
-
-Kinds
------
-``standard``          ordinary layers.
-``w_asymmetric``      W-asymmetric layers (Lim et al., 2024): W_eff = D⊙W + (1−D)⊙F.
-                      Each output row (conv: output channel over its flattened
-                      in·k·k entries) has ``n_fixed`` fixed positions (D = 0) chosen
-                      uniformly at random, F = σ_F·s_l·N(0, 1) there.
-                      With ``mask_type: bernoulli`` every entry is instead trainable
-                      with probability ``mask_density`` (D_ij ~ Bernoulli(p)).
-``syre``              dense fixed offsets: W_eff = W + σ_F·s_l·N(0, 1) (D = 1).
-``sigma_asymmetric``  a fixed random gate x ↦ sigmoid(Cx)⊙x after every hidden
-                      layer's activation (over channels for conv features),
-                      C = gate_scale·N(0, 1); the weight layers are standard.
-
-Config keys (``model.symmetry``)
---------------------------------
-kind          one of SYMMETRY_KINDS (default "standard")
-sigma_f       σ_F ≥ 0, scale of the fixed offsets F (default 1.0)
-sigma_f_scale per-layer factor s_l: a number or a list indexed by layer index (default 1.0);
-              the reference MNIST MLP uses [1, 1, 0.5, 0.25]
-mask_seed     integer; D, F and C are drawn from SHA-256 seeds of
-              (mask_seed, layer index), identical for every model of a point in any process
-n_fixed       fixed entries per output row: an int (absolute count) or a float in (0, 1]
-              (fraction of the row's fan-in), or a list of those indexed by layer index
-              (default 0.125). The reference MNIST MLP uses [64, 64, 64, 256].
-              Counts are clipped to fan_in − 1 so every row keeps ≥ 1 trainable entry
-              (matters for small width multipliers; use fractions to scale with width).
-mask_type     "fixed_count" (default: exactly n_fixed per row) or "bernoulli"
-mask_density  for bernoulli masks: probability that an entry is trainable (default 0.15)
-fixed_scaling "unit" (default, as the reference code: F ~ σ_F·s_l·N(0, 1) whatever the
-              fan-in) or "fan_in" (additionally divided by sqrt(fan_in); also applies to
-              the gate matrix C)
-gate_scale    scale of C for sigma_asymmetric (default 1.0)
-
-Storage
--------
-Symmetry-breaking linear / conv layers are subclasses of ``nn.Linear`` /
-``nn.Conv2d`` with two buffers of the weight's shape, saved in every checkpoint:
-``<module>.mask`` (D; 1 = trainable) and ``<module>.offset`` (w_asymmetric:
-(1−D)⊙σ_F·s_l·F, zero at trainable positions; syre: the dense σ_F·s_l·F). ``<module>.weight`` holds the
-trainable part and is zero at fixed positions; the forward pass uses W_eff = mask⊙weight + offset, so
-fixed positions get exactly zero gradient, and since the weight there is zero,
-SGD (momentum, weight decay) and AdamW leave it at zero. ``effective_weight``
-gives W_eff for any linear / conv layer. Interpolating two such models that
-share mask and offset interpolates W_eff exactly.
+Details: docs/internals.md, "`lmcflow.symmetry`".
 """
 from __future__ import annotations
 

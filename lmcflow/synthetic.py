@@ -1,46 +1,6 @@
 """Synthetic datasets of the neuron-identifiability study (Bürgin et al., 2026).
 
-Each generator is ``fn(params: dict, seed: int) -> (splits, meta)`` with
-``splits = {"train": (x, y), "val": (x, y), "test": (x, y)}`` and ``meta`` holding
-``in_shape``, ``num_classes`` (1 for regression) and ``task``; they are registered
-in ``lmcflow.data.SYNTHETIC_DATASETS``. A ``seed`` key in ``params`` overrides the
-``seed`` argument (the prepared dataset's split_seed). All randomness comes from
-SHA-256-derived CPU generators: the same params and seed give bit-identical
-tensors in any process.
-
-gaussian_subspace (classification)
-    params: classes (10), k (8), d (64), separation (1.0), noise_scale (1.0),
-            noise_scales ("uniform"), n_train (10000), n_val (2000), n_test (2000),
-            standardize (true), seed
-    A random orthonormal basis U ∈ R^{d×k} (QR of a Gaussian matrix). Class c has a
-    mean μ_c = separation·N(0, I_k) and a random rotation R_c ∈ O(k); a sample of
-    class c is x = c0·U(μ_c + R_c(s⊙ε)), ε ~ N(0, I_k), where s ∈ R^k is a scale
-    vector shared by all classes and fixed by the seed: ``noise_scales: uniform``
-    s_j = noise_scale·u_j, u_j ~ U(0.5, 1.5); ``signed_normal`` (the identifiability
-    authors' generator) s_j = noise_scale·g_j, g_j ~ N(0, 1), signed. Labels are
-    uniform. With ``standardize`` the global constant c0 = sqrt(d / (mean_c ‖μ_c‖² +
-    Σ s_j²)) makes E‖x‖² = d (mean squared coordinate 1 whatever k), without leaving
-    the subspace; the authors' generator has no normalisation (``standardize: false``,
-    c0 = 1). The data span exactly k dims.
-
-coherence (regression)
-    params: m (1…10 copies), embedding ("exact_copy" | "random_tight_frame"), d (20),
-            noise (0.0, std of additive label noise), n_train (4000), n_val (1000),
-            n_test (2000), seed
-    z ~ N(0, I_2), teacher y = ReLU(z1 + z2) (+ noise), input x = E z with
-    E ∈ R^{d×2} having orthonormal columns supported on 2m coordinates, each of
-    squared row norm 1/m, so the subspace coherence ν(span E) = max_i ‖Eᵀe_i‖² = 1/m.
-    exact_copy: z1 is copied into coordinates 0…m−1 and z2 into m…2m−1, each copy
-    scaled by 1/√m (so ‖x‖ = ‖z‖ for every m); the other coordinates are zero.
-    random_tight_frame (the authors' construction): a random order of the d coordinates
-    and one angle θ_t ~ U(0, π) per copy t, both drawn from (seed, d) only, so the
-    frames of m = 1, 2, … share their first copies (nested in m, as the authors'
-    sweep); copy t < m puts the rows (cos θ_t, sin θ_t)/√m and (−sin θ_t, cos θ_t)/√m
-    on coordinates order[2t] and order[2t+1]. Every active coordinate mixes z1 and z2;
-    EᵀE = Σ_t R_tᵀR_t/m = I.
-    The latents z depend on the seed and split only (not on m or the embedding), so the
-    datasets of one seed differ only in how z is embedded (the authors draw the latents
-    once per outer seed too).
+Details: docs/internals.md, "`lmcflow.synthetic`".
 """
 from __future__ import annotations
 

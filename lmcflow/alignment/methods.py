@@ -1,25 +1,7 @@
 """Alignment methods: permutations of model B that align it to model A (``align``: identity, weight matching,
 activation matching, random permutation).
 
-Methods (each returns ``(perms, info)`` with ``info = {objective, iterations,
-seconds, …}``):
-
-* ``identity``: no permutation (the un-aligned baseline).
-* ``weight_matching``: maximise ``J(P) = Σ_k <W_a[k], π_P(W_b[k])>`` over the
-  trainable parameters ``k`` (Frobenius inner product, float64), by coordinate
-  descent over groups as in Git Re-Basin (Ainsworth et al., 2023, Alg. 2): each
-  step solves one linear assignment problem for one group with the others fixed;
-  the group order is a fresh random permutation per sweep (seeded); a step is
-  taken only if it strictly increases J; stop after a sweep with no improvement
-  or after ``max_iter`` sweeps. ``info["objective_history"]`` holds J at the
-  start and after every sweep (non-decreasing by construction).
-* ``activation_matching``: for each group, the Pearson correlation matrix
-  ``C[i, j] = corr(unit i of A, unit j of B)`` (``lmcflow.correlation``; conv
-  pixels count as samples), averaged over the group's ``feature_indices``; one
-  linear assignment maximising ``Σ_i C[i, perm[i]]``. Objective = mean matched
-  correlation over all units of all groups (pooled, not per-group average).
-* ``random_permutation``: an independent uniformly random permutation per group
-  (function preserving; the control).
+Details: docs/internals.md, "`lmcflow.alignment.methods`".
 """
 from __future__ import annotations
 

@@ -1,63 +1,7 @@
 """The permutation spec of a network: which permutation group re-indexes each axis of each ``state_dict`` entry,
 and ``apply_permutation``, the one function that permutes tensors.
 
-``permutation_spec(model)`` returns one declarative table, ``spec.axes``, that maps
-every ``state_dict`` key (parameters *and* buffers: BatchNorm running statistics,
-symmetry-breaking masks/offsets…) to a tuple with one entry per tensor axis: the
-name of the permutation group that re-indexes that axis, or ``None``. Every
-method (identity, weight matching, activation matching, random permutation)
-produces a ``perms`` dict ``group -> LongTensor`` and applies it through the one
-function ``apply_permutation``; nothing else permutes tensors.
-
-Rules used to build the table (a key that matches no rule raises ``ValueError``,
-so nothing is silently left unpermuted):
-
-* weight layer ``m`` (Linear/Conv) with output group ``o`` and input group ``i``:
-  ``m.weight -> (o, i, None, …)``, ``m.bias -> (o,)``; any other entry ``m.<x>``
-  whose shape equals ``m.weight``'s (e.g. ``m.mask``, ``m.offset`` added by
-  ``lmcflow.symmetry``) gets the weight's axes; 0-dim entries get ``()``.
-* norm layer with group ``g`` (BatchNorm, LayerNorm, GroupNorm with one group):
-  every 1-D entry of length ``n_g`` (weight, bias, running_mean, running_var)
-  gets ``(g,)``; 0-dim entries (``num_batches_tracked``) get ``()``. The same
-  rule covers the per-unit gate modules of each hidden layer (``gates.{i}``,
-  ``stages.{s}.{b}.gate``): a 1-D entry of a gate is taken to be per unit.
-* σ-asymmetric gate x ↦ sigmoid(Cx)⊙x with its fixed n×n matrix C (``gates.{i}.C``): both axes
-  get the layer's group, ``(g, g)``, since a permuted B computes the same function only with
-  C' = P C Pᵀ. The gate is fixed and shared by A and B, so an aligned B carries a different C
-  than A, and the aligned path interpolates C as well: it leaves the σ-asymmetric family (the
-  unaligned path, where C_A = C_B, stays in it). A group may appear on two axes of such a fixed
-  buffer; never of a trainable parameter (weight matching needs distinct groups there).
-  GroupNorm with more than one group is not permutation invariant: the spec
-  builder raises ``ValueError``.
-* ``extra_axes={key: axes}`` overrides/extends the table for layers this module
-  does not know.
-
-Groups, and their ``hidden_features`` indices
----------------------------------------------
-``spec.feature_indices[g]`` lists every index ``j`` of ``model.hidden_features(x)``
-whose channel axis (dim 1) is permuted by group ``g``; ``spec.feature_index[g]``
-is the last of them (the one a single-feature consumer should use).
-
-* MLP (depth L): group ``hidden{i}`` = output units of ``layers.{i}``
-  (+ ``norms.{i}``), i = 0…L−1; ``feature_index[hidden{i}] = i``. The first layer's
-  input axis and the head's output axis are never permuted.
-* VGG-11: group ``hidden{i}`` = output channels of ``convs.{i}`` (+ ``norms.{i}``),
-  i = 0…7; ``feature_index[hidden{i}] = i``. The head reads the last group.
-* ResNet-20: ``hidden_features`` is [stem output, then per block k = 3s+b
-  (stage s, block b): interior (2k+1), block output (2k+2)].
-  - ``stage{s}`` (residual stream of stage s, shared by the stem (s=0), every
-    ``conv2``/``norm2`` of the stage and the stage's 1x1 shortcut):
-    ``feature_indices = ([0] if s == 0 else []) + [2k+2 for the stage's blocks]``,
-    ``feature_index = 2(3s+2)+2`` (the stage's last block output).
-  - ``stage{s}.block{b}`` (block interior: ``conv1``/``norm1`` out, ``conv2`` in):
-    ``feature_index = 2(3s+b)+1``.
-
-Permutation convention
-----------------------
-``perms[g][i] = j`` means: after ``apply_permutation``, unit ``i`` of the permuted
-model B is unit ``j`` of the original B (``tensor.index_select(axis, perms[g])``).
-The matching methods choose ``perms[g][i]`` = the unit of B matched to unit ``i``
-of A, so the permuted B can be interpolated with A directly.
+Details: docs/internals.md, "`lmcflow.alignment.spec`".
 """
 from __future__ import annotations
 

@@ -1,40 +1,7 @@
 """Realization and swap costs of one linear / conv layer, their ridge-regression estimate, and the anisotropy of
 a masked layer (the formulas; ``swap_analysis`` applies them to a model's layers).
 
-U ∈ R^{D×k}: the top principal directions of the layer's inputs (centred PCA;
-conv: every input patch a sample) explaining ``var_threshold`` (90%) of the
-variance. For slot i with mask row d_i (1 = trainable) and offset row f_i, and
-neuron j with effective weight row w_j:
-    S_i = (Uᵀ diag(d_i))(Uᵀ diag(d_i))ᵀ = Uᵀ diag(d_i) U,   v_i = Uᵀ f_i,   a_j = Uᵀ w_j,
-    M_ij = (a_j − v_i)ᵀ S_i⁺ (a_j − v_i)
-is the least squared norm of trainable weights with which slot i realizes neuron
-j's function on span(U) (exact when a_j − v_i lies in range(S_i); the part outside
-is reported as the ``unrealizable`` fraction). The swap cost of exchanging i and j
-is T_ij = M_ij + M_ji − M_ii − M_jj (symmetric, zero diagonal; standard layers
-give T = 0). T_ij > 0: the current assignment is cheaper than the swap. The low tail of the
-off-diagonal T relative to the mean self cost m̄ = mean_i M_ii says how many swaps are cheap:
-``swap_q10_relative`` = q10(T)/m̄ and ``swap_frac_cheap`` = share of T_ij < m̄ (a swap cheaper
-than realizing one neuron).
-
-Realization cost by ridge regression (the authors' second estimator)
-Instead of the exact minimum norm on span(U), slot i fits neuron j's output on the
-data with a ridge penalty: min_w (1/β)·E_x[(h_i(x; w) − h_j(x))²] + ‖w‖², w the
-trainable weights of slot i (its fixed offsets kept), a free bias, the inputs
-projected on U (centred; the bias absorbs the mean). ``ridge_steps = 0``: h is the
-pre-activation, a linear ridge problem solved exactly: with Λ the input variances
-along U, G_i = Λ^½ S_i Λ^½ and g = (G_i + βI)⁻¹ Λ^½ (a_j − v_i), the cost is
-M^ridge_ij = gᵀ G_i g = ‖w*‖². As β → 0 it tends to M_ij when S_i is invertible
-(the data fit becomes exact); as β → ∞ to 0. ``ridge_steps > 0``: h is the
-post-activation output act(pre) (the authors' target, through a freshly
-initialised BatchNorm in eval mode, i.e. the identity), fitted by that many
-full-batch Adam steps from the linear solution (the authors: 3000 AdamW steps from
-the slot's own weights, lr 5e-3). T^ridge is built from M^ridge like T from M.
-
-Anisotropy of a masked layer (the authors' ``evaluate_anisotropy``): with p the share of trainable
-entries, ‖S_i − p·I‖₂ per neuron (0 for a layer without a mask); the matrix-Bernstein
-level it stays below with probability 1 − δ for a random Bernoulli(p) mask is
-(2/3)·p·ν·log(2k/δ) + sqrt(p(1−p))·sqrt(ν)·sqrt(2·log(2k/δ)) (their
-``compute_anisotropy_bound``, with their b_d = p).
+Details: docs/internals.md, "`lmcflow.identifiability.realization`".
 """
 from __future__ import annotations
 
