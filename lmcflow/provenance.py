@@ -74,16 +74,16 @@ def torch_version() -> str | None:
 
 def provenance(runs: pd.DataFrame) -> dict:
     """Code and torch versions, and the devices, precisions, CPU kernel modes and dispatched ISAs of
-    the trained models in ``runs`` (every claim JSON records this)."""
+    the trained models in ``runs``, and the thread counts they trained with (every claim JSON records this)."""
     return {**code_version(), "torch_version": torch_version(),
-            **{c: sorted(set(runs[c].astype(str))) for c in ("device", "precision", "cpu_kernels", "cpu_capability")}}
+            **{c: sorted(set(runs[c].astype(str))) for c in ("device", "precision", "cpu_kernels", "cpu_capability")},
+            "train_threads": sorted({int(n) for n in runs["train_threads"]})}
 
 
-def machine_provenance(threads: dict | None = None) -> dict:
-    """torch's math libraries, the config's thread counts, and the CPU this runs on: model,
+def machine_provenance() -> dict:
+    """torch's math libraries and the CPU this runs on: model,
     architecture and the SIMD flags that decide kernels (``lmcflow.kernels``). Asks a fresh Python
     about torch's build, so only ``results/provenance.json`` pays for it."""
     build = {k: v for k, v in kernels.torch_build().items() if k != "cpu_capability"}
     cpu = kernels.cpu_info()
-    return {**build, "cpu_model": cpu["model"], "cpu_arch": cpu["arch"], "cpu_simd": cpu["simd"],
-            **{f"threads_{k}": v for k, v in sorted((threads or {}).items())}}
+    return {**build, "cpu_model": cpu["model"], "cpu_arch": cpu["arch"], "cpu_simd": cpu["simd"]}

@@ -36,6 +36,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("wall_time_s", "float64"), ("train_seconds", "float64"), ("device", "string"),
         ("precision", "string"), ("checkpoint", "string"), ("checkpoint_sha256", "string"),
         ("slurm_job_id", "string"), ("bundle_id", "string"), ("cpu_kernels", "string"), ("cpu_capability", "string"),
+        ("train_threads", "int64"),
     ],
     "interpolation": POINT_COLUMNS + PAIR_COLUMNS + [
         ("lam", "float64"), ("split", "string"), ("loss", "float64"), ("acc", "float64"),

@@ -109,7 +109,7 @@ def test_claim_records_provenance_and_tables_read(run_a):
                                    "cpu_kernels": ["native"], "cpu_capability": sorted(set(runs.cpu_capability))}
     prov = json.loads((a / "results/provenance.json").read_text())
     assert {k: prov[k] for k in claim["provenance"]} == claim["provenance"]  # plus the machine's facts
-    assert {"mkl_version", "onednn_version", "cpu_model", "cpu_simd", "threads_train"} <= set(prov)
+    assert {"mkl_version", "onednn_version", "cpu_model", "cpu_simd", "train_threads"} <= set(prov)
 
 
 def test_report_shows_provenance(run_a, config):

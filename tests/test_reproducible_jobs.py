@@ -94,18 +94,20 @@ def test_provenance_names_the_commit_torch_and_hardware(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     write_table("runs.parquet", "runs", [
-        row("runs", device="cpu:x86_64", precision="fp32", cpu_kernels="portable", cpu_capability="AVX2"),
-        row("runs", device="cuda:H200", precision="bf16", cpu_kernels="native", cpu_capability="AVX512")])
+        row("runs", device="cpu:x86_64", precision="fp32", cpu_kernels="portable", cpu_capability="AVX2",
+            train_threads=2),
+        row("runs", device="cuda:H200", precision="bf16", cpu_kernels="native", cpu_capability="AVX512",
+            train_threads=1)])
     outputs = []
     for name in ("a", "b"):
-        prov = run_provenance("runs.parquet", f"{name}.json", f"{name}.html", {"train": 2, "merge": 1})
+        prov = run_provenance("runs.parquet", f"{name}.json", f"{name}.html")
         outputs.append([(tmp_path / f"{name}.{ext}").read_bytes() for ext in ("json", "html")])
     assert outputs[0] == outputs[1]
     build = torch.__config__.show()
     cpu = kernels.cpu_info()
     assert prov == {**code, "torch_version": torch.__version__, "device": ["cpu:x86_64", "cuda:H200"],
                     "precision": ["bf16", "fp32"], "cpu_kernels": ["native", "portable"],
-                    "cpu_capability": ["AVX2", "AVX512"], "threads_merge": 1, "threads_train": 2,
+                    "cpu_capability": ["AVX2", "AVX512"], "train_threads": [1, 2],
                     "cpu_model": cpu["model"], "cpu_arch": platform.machine(), "cpu_simd": cpu["simd"],
                     "mkl_version": prov["mkl_version"], "onednn_version": prov["onednn_version"],
                     "openmp_version": prov["openmp_version"], "torch_blas": prov["torch_blas"]}

@@ -98,9 +98,9 @@ def run_claims_table(json_paths: list, out: str) -> None:
     write_table(out, "claims", rows)
 
 
-def run_provenance(runs_path: str, out_json: str, out_html: str, threads: dict | None = None) -> dict:
+def run_provenance(runs_path: str, out_json: str, out_html: str) -> dict:
     """``results/provenance.json`` and its HTML rendering for the Snakemake report."""
-    prov = {**provenance(read_table(runs_path, "runs")), **machine_provenance(threads)}
+    prov = {**provenance(read_table(runs_path, "runs")), **machine_provenance()}
     write_json(out_json, prov)
     rows = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_plain(v))}</td></tr>" for k, v in prov.items())
     write_text(out_html, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>lmcflow provenance</title>"

@@ -88,7 +88,7 @@ def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: 
            "device": device_name(dev),
            "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
            "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id,
-           **kernels.check()}
+           "train_threads": torch.get_num_threads(), **kernels.check()}
     write_table(out_row, "runs", [row])
     log.info(f"[train] {point.study}/{point.point} seed={seed} done: test acc={metrics['test']['acc']:.4f} "
         f"loss={metrics['test']['loss']:.4f} sha256={digest[:12]}")

@@ -3,7 +3,7 @@ localrules:
 
 
 rule provenance:
-    """The lmcflow commit and version, torch version and math libraries, devices, precisions, CPU kernels and threads that produced the results."""
+    """The lmcflow commit and version, torch version and math libraries, devices, precisions, CPU kernels and thread counts that produced the results."""
     input:
         runs=result_table("runs"),
     output:
@@ -11,7 +11,5 @@ rule provenance:
         html=report(PROVENANCE_FILES[1], caption="../report/provenance.rst", category="provenance"),
     log:
         f"{LOGS}/provenance.log",
-    params:
-        threads=config["threads"],
     script:
         "../scripts/provenance.py"
