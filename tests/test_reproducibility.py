@@ -106,7 +106,8 @@ def test_claim_records_provenance_and_tables_read(run_a):
     runs = pd.read_parquet(a / "results/tables/runs.parquet")
     assert claim["provenance"] == {**code_version(), "torch_version": torch_version(),
                                    "device": sorted(set(runs.device)), "precision": ["fp32"],
-                                   "cpu_kernels": ["native"], "cpu_capability": sorted(set(runs.cpu_capability))}
+                                   "cpu_kernels": ["native"], "cpu_capability": sorted(set(runs.cpu_capability)),
+                                   "train_threads": [1]}
     prov = json.loads((a / "results/provenance.json").read_text())
     assert {k: prov[k] for k in claim["provenance"]} == claim["provenance"]  # plus the machine's facts
     assert {"mkl_version", "onednn_version", "cpu_model", "cpu_simd", "train_threads"} <= set(prov)
