@@ -9,6 +9,8 @@
     lmcflow verify evidence/RUN/results --published  # tables and claims of a published run
     lmcflow verify [results] --against DIR  # same bits? same verdicts? (exit 1 unless every verdict agrees)
     lmcflow trace CLAIM [--config my.yaml] # verdict -> statistic -> tables -> rules and job functions -> config keys
+    lmcflow plan --configfile my.yaml [--max-runtime MIN]  # per rule: jobs, longest request, hours requested and
+                                          # estimated, jobs above the cluster limit (no data needed)
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from lmcflow.claims.margins import margin_text
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points
 from lmcflow.grouping import all_grid_groups
+from lmcflow.plan.requests import group_fits
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
 from lmcflow.plan.trace import trace
@@ -142,14 +145,23 @@ def main(argv=None) -> int:
     tr.add_argument("claim")
     tr.add_argument("--config", help="the config that configures the claim (default: the first shipped one)")
     tr.add_argument("--results", help="the results folder holding its verdict (default: the config's)")
+    pl = sub.add_parser("plan", help="what a run asks a cluster for, per rule, before anything is submitted")
+    pl.add_argument("config", nargs="?", help="a config file (default: the embedded config/config.yaml)")
+    pl.add_argument("--configfile", action="append", default=[], help="as snakemake's (repeatable)")
+    pl.add_argument("--max-runtime", type=int, metavar="MIN", help="cluster.max_runtime for this plan (minutes)")
+    pl.add_argument("--no-limit", action="store_true", help="cluster.max_runtime and max_mem_mb unset")
     args = ap.parse_args(argv)
     try:
+        if args.cmd == "plan":
+            return run_plan([*([args.config] if args.config else []), *args.configfile], args.max_runtime,
+                            args.no_limit)
         if args.cmd == "validate":
             _, points = load_and_check(args.config)
             print(f"{args.config or 'config/config.yaml'}: valid ({len(points)} points)")
         elif args.cmd == "points":
-            _, points = load_and_check(args.config)
-            group_of = {(s, p.point): g for (s, g), pts in all_grid_groups(points).items() for p in pts}
+            cfg, points = load_and_check(args.config)
+            groups = all_grid_groups(points, group_fits(cfg))  # split to fit the cluster limit, as the plan's
+            group_of = {(s, p.point): g for (s, g), pts in groups.items() for p in pts}
             for (study, pid), p in points.items():
                 print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)} "
                       f"group={group_of[(study, pid)]}")
@@ -173,6 +185,27 @@ def main(argv=None) -> int:
         print(f"lmcflow {args.cmd}: {err}", file=sys.stderr)
         return 1 if isinstance(err, MissingInput) else 2
     return 0
+
+
+def run_plan(configfiles: list, max_runtime: int | None = None, no_limit: bool = False) -> int:
+    """Print the plan's table; exit 1 where a job is above the limit (the table then shows the run unchecked)."""
+    from lmcflow.plan import Plan
+    from lmcflow.plan.summary import format_plan
+
+    cluster = {"max_runtime": None, "max_mem_mb": None} if no_limit else {}
+    if max_runtime is not None:
+        cluster["max_runtime"] = max_runtime
+    overrides = {"cluster": cluster} if cluster else None
+    name = ", ".join(configfiles) or "config/config.yaml"
+    try:
+        print(format_plan(Plan.from_files(configfiles, overrides), name))
+        return 0
+    except ConfigError as err:
+        if not str(err).startswith("cluster:"):
+            raise
+        print(f"lmcflow plan: {err}", file=sys.stderr)
+        print(format_plan(Plan.from_files(configfiles, overrides, enforce_limits=False), name))
+        return 1
 
 
 def run_verify(results: str, workdir: str | None, published: bool = False) -> int:

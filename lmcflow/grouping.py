@@ -43,8 +43,11 @@ def parse_blocks(label: str) -> tuple[int, int]:
     return int(i), int(j)
 
 
-def grid_groups(points: list[Point]) -> dict[str, list[Point]]:
+def grid_groups(points: list[Point], fits=None) -> dict[str, list[Point]]:
     """{group label: points} of one study's ``points`` (study order), every point in exactly one group.
+
+    ``fits`` (optional): a predicate on a candidate group's points (every job of it within the cluster's limit,
+    ``lmcflow.plan.requests.group_fits``); a group then ends before the point that would make it not fit.
 
     A group of several points is labelled ``grid`` followed by the sweep values its points share (e.g.
     ``grid__width-1``); no point id starts that way (each part of a point id is ``key-value``, or it is
@@ -60,10 +63,16 @@ def grid_groups(points: list[Point]) -> dict[str, list[Point]]:
         else:  # train.bundle 1 means one model per job
             key = json.dumps(["alone", p.point])
         keyed.setdefault(key, []).append(p)
-    chunks = []  # at most train.bundle_grid points per group, in study order
+    chunks = []  # at most train.bundle_grid points per group (and what fits), in study order
     for pts in keyed.values():
         size = int(pts[0].train["bundle_grid"])
-        chunks += [pts[i:i + size] for i in range(0, len(pts), size)]
+        chunk: list[Point] = []
+        for p in pts:
+            if chunk and (len(chunk) == size or (fits is not None and not fits([*chunk, p]))):
+                chunks.append(chunk)
+                chunk = []
+            chunk.append(p)
+        chunks.append(chunk)
     out: dict[str, list[Point]] = {}
     for members in chunks:
         if len(members) == 1:
@@ -80,10 +89,11 @@ def grid_groups(points: list[Point]) -> dict[str, list[Point]]:
     return out
 
 
-def all_grid_groups(points: dict) -> dict[tuple[str, str], list[Point]]:
-    """{(study, group label): points} of every study of ``points`` ((study, point id) -> Point, config order)."""
+def all_grid_groups(points: dict, fits=None) -> dict[tuple[str, str], list[Point]]:
+    """{(study, group label): points} of every study of ``points`` ((study, point id) -> Point, config order);
+    ``fits`` as in ``grid_groups``."""
     return {(study, g): pts for study in dict.fromkeys(s for s, _ in points)
-            for g, pts in grid_groups(study_points(points, study)).items()}
+            for g, pts in grid_groups(study_points(points, study), fits).items()}
 
 
 def stacks(points: list[Point], data_cfg: dict | None = None) -> list[list[Point]]:

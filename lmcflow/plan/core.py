@@ -27,6 +27,7 @@ from lmcflow.config import (
     swept_values,
 )
 from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks, seed_block, seed_blocks
+from lmcflow.plan.requests import check_limits, group_fits
 from lmcflow.plan.paths import ALIGN_TABLE_KINDS, IDENT_FIGURES, MECHANISM_FIGURES, WIDTH_FIGURES, Paths
 from lmcflow.point_schema import validate_points
 from lmcflow.tables import IDENT_TABLE_KINDS
@@ -64,8 +65,10 @@ class PlanError(LookupError):
 class PlanBase(Paths):
     """The checked config, its points and grid groups, and which files each study and target needs."""
 
-    def __init__(self, config: dict, default_front_page: str = "workflow/report/workflow.rst"):
-        """``config``: a resolved config (``resolve_config``); raises ``ConfigError`` where it is invalid."""
+    def __init__(self, config: dict, default_front_page: str = "workflow/report/workflow.rst",
+                 enforce_limits: bool = True):
+        """``config``: a resolved config (``resolve_config``); raises ``ConfigError`` where it is invalid, or
+        (``enforce_limits``) where a job cannot fit ``cluster.max_runtime`` / ``cluster.max_mem_mb``."""
         check_semantics(config, CLAIMS, dataset_names(config["data"]), ARCHITECTURES)
         self.points = expand_points(config)
         validate_points(self.points)
@@ -76,7 +79,10 @@ class PlanBase(Paths):
         self.replicates = replicate_of(config)  # {replicate study: the study it replicates}
         # the studies whose figures and Table-1 rows a run makes: a replicate only decides its claims again
         self.figure_studies = [s for s in self.studies if s not in self.replicates]
-        self.groups = all_grid_groups(self.points)  # (study, group) -> [Point]
+        # (study, group) -> [Point]; groups split where a job would exceed the cluster limit
+        self.groups = all_grid_groups(self.points, group_fits(config))
+        if enforce_limits:
+            check_limits(self.groups, self.points, config)
         self.group_of = {(s, p.point): g for (s, g), pts in self.groups.items() for p in pts}
         self.default_front_page = default_front_page
 

@@ -5,13 +5,13 @@ as Snakemake passes them; the rule files call them through ``workflow/rules/comm
 """
 from __future__ import annotations
 
-import math
 
 from lmcflow.claims import claim_studies
 from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
 from lmcflow.grouping import pair_blocks, parse_blocks, seed_blocks, stacks
 from lmcflow.plan.core import PlanBase
+from lmcflow.plan.requests import GROUP_BLOCK_RULES, GROUP_PAIR_RULES, merge_request, train_request
 
 # analysis keys each identifiability job reads (its params carry these only)
 IDENT_ANALYSIS_KEYS = {
@@ -77,30 +77,27 @@ class Plan(PlanBase):
         """``params.point`` of a point job (see ``point_job_dict``)."""
         return point_job_dict(self.point_of(wc), *blocks, **keys)
 
-    def resources(self, block, key, per_model=False):
-        """Per-job resources from the config point (train.resources / merge.resources), as a function of the
-        wildcards.
+    def job_request(self, rule, wc):
+        """The ``lmcflow.plan.requests.Request`` of one job of ``rule`` (its estimate and what it asks for)."""
+        key = (rule, *(str(getattr(wc, k, "")) for k in ("study", "group", "point", "method", "block", "blocks")))
+        cache = self.__dict__.setdefault("_requests", {})
+        if key not in cache:
+            cache[key] = self._job_request(rule, wc)
+        return cache[key]
 
-        ``runtime`` and ``mem_mb`` are given for width 1 and scale as max(1, width)**width_exponent (compute of
-        MLP hidden layers and conv layers grows with width squared), so one study asks SLURM for short jobs at
-        narrow widths and long ones at wide widths; ``per_model`` runtimes (training) are multiplied by the
-        bundle's model count. A grid group's job asks for the sum of its points' runtimes and the largest of
-        their other resources.
-        """
+    def _job_request(self, rule, wc):
+        if rule in GROUP_BLOCK_RULES:
+            pts, n = self.group_points(wc), len(self.block_seeds(wc))
+            return train_request(pts, n, self.config) if rule == "train" else merge_request(rule, pts, n, self.config)
+        n = len(self.block_pairs(wc))
+        if rule in GROUP_PAIR_RULES:
+            return merge_request(rule, self.group_points(wc), n, self.config)
+        return merge_request(rule, [self.point_of(wc)], n, self.config, wc.method)
 
-        def get(wc):
-            values = []
-            for point in self.group_points(wc) if hasattr(wc, "group") else [self.point_of(wc)]:
-                res = getattr(point, block)["resources"]
-                value = res[key]
-                if key in ("runtime", "mem_mb"):
-                    value = value * max(1.0, float(point.model["width"])) ** float(res["width_exponent"])
-                if per_model and key == "runtime":
-                    value = value * len(self.block_seeds(wc))
-                values.append(value)
-            return int(math.ceil(sum(values) if key == "runtime" else max(values)))
-
-        return get
+    def resources(self, rule, key):
+        """A resource of ``rule``'s jobs (``runtime`` in minutes, ``mem_mb``, ``gpu``) as a function of the
+        wildcards: the job's ``job_request``. Resources are not params: a changed estimate reruns nothing."""
+        return lambda wc: getattr(self.job_request(rule, wc), key)
 
     def prepare_data_cfg(self, wc):
         return self.data_cfg_for(wc.dataset)

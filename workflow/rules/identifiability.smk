@@ -17,9 +17,9 @@ rule identifiability:
         f"{LOGS}/identifiability/{{study}}/{{group}}/identifiability-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb"),
-        runtime=point_resources("merge", "runtime"),
-        gpu=point_resources("merge", "gpu"),
+        mem_mb=point_resources("identifiability", "mem_mb"),
+        runtime=point_resources("identifiability", "runtime"),
+        gpu=point_resources("identifiability", "gpu"),
     params:
         points=ident_points,
         pairs=block_pairs,
@@ -42,9 +42,9 @@ rule swap_costs:
         f"{LOGS}/identifiability/{{study}}/{{group}}/swap_costs-{{block}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb"),
-        runtime=point_resources("merge", "runtime"),
-        gpu=point_resources("merge", "gpu"),
+        mem_mb=point_resources("swap_costs", "mem_mb"),
+        runtime=point_resources("swap_costs", "runtime"),
+        gpu=point_resources("swap_costs", "gpu"),
     params:
         points=swap_points,
         data=group_data,

@@ -11,9 +11,9 @@ rule mechanism:
         f"{LOGS}/mechanism/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb"),
-        runtime=point_resources("merge", "runtime"),
-        gpu=point_resources("merge", "gpu"),
+        mem_mb=point_resources("mechanism", "mem_mb"),
+        runtime=point_resources("mechanism", "runtime"),
+        gpu=point_resources("mechanism", "gpu"),
     params:
         point=mechanism_point,
         pairs=block_pairs,

@@ -12,9 +12,9 @@ rule interpolate:
         f"{LOGS}/merge/{{study}}/{{group}}/blocks-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb"),
-        runtime=point_resources("merge", "runtime"),
-        gpu=point_resources("merge", "gpu"),
+        mem_mb=point_resources("interpolate", "mem_mb"),
+        runtime=point_resources("interpolate", "runtime"),
+        gpu=point_resources("interpolate", "gpu"),
     params:
         points=merge_entries,
         pairs=block_pairs,
@@ -38,9 +38,9 @@ rule align:
         f"{LOGS}/align/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge", "mem_mb"),
-        runtime=point_resources("merge", "runtime"),
-        gpu=point_resources("merge", "gpu"),
+        mem_mb=point_resources("align", "mem_mb"),
+        runtime=point_resources("align", "runtime"),
+        gpu=point_resources("align", "gpu"),
     params:
         point=align_point,
         pairs=block_pairs,

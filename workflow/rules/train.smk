@@ -11,7 +11,7 @@ rule train:
     threads: config["threads"]["train"]
     resources:
         mem_mb=point_resources("train", "mem_mb"),
-        runtime=point_resources("train", "runtime", per_model=True),
+        runtime=point_resources("train", "runtime"),
         gpu=point_resources("train", "gpu"),
     params:
         points=train_points,
