@@ -12,8 +12,8 @@ It also times the λ-path evaluation of ResNet-20 ×1 (11 λ, BatchNorm reset) p
 (``merging.evaluate_path``), which decides whether conv nets should default to batched on GPUs.
 
 Run from the repository root with it on PYTHONPATH (``gpu_checks.sh`` does). Writes ``--out FILE`` (JSON,
-``bundle_rows`` and ``lambda_rows``), which ``estimate_gpu_hours.py --throughput`` reads together with
-``bench_gpu_training.py``'s rows.
+``bundle_rows`` and ``lambda_rows``): the figures lmcflow.plan.cost.GPU_RATES' bundle overhead should be checked
+against (not measured yet).
 
     python benchmarks/bench_gpu_bundle.py [--steps 20] [--bundles 1,4,8,16] [--compile default,reduce-overhead]
         [--out gpu_bundle.json] [--device cuda]

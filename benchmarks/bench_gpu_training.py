@@ -10,7 +10,7 @@ Reported against baselines measured in the same run on the same GPU:
 * ``nondeterministic``: deterministic algorithms off: the cost of bit-reproducibility.
 
 Achieved TFLOP/s = 3 x counted forward FLOPs x samples / time. ``--out FILE`` writes the per-model
-rates as JSON, which ``estimate_gpu_hours.py CONFIG --throughput FILE`` turns into GPU-hours.
+rates as JSON; lmcflow.plan.cost.GPU_RATES (the estimate of every GPU job's request) stays below them.
 
 Usage: python benchmarks/bench_gpu_training.py [--steps 15] [--out gpu_throughput.json] [--quick]
 """

@@ -7,7 +7,7 @@
 #   3. bench_gpu_bundle.py: bundled training (MLP x1, ResNet-20 x1; bundles of 1, 4, 8, 16; torch.compile
 #      modes for 8 and 16) and the batched λ path of ResNet-20 x1;
 #   4. bench_weight_matching.py on the GPU;
-#   5. estimate_gpu_hours.py for the paper configs from the measured rates (single and bundled).
+#   5. estimate_gpu_hours.py for the paper configs (the plan's estimate; compare with the measured rates above).
 # Usage (repo root, a Python with torch and lmcflow's dependencies):
 #   benchmarks/gpu_checks.sh [OUTDIR]        PYTHON=... to pick the interpreter
 #   STEP_TIMEOUT=seconds per step (default 900); QUICK=1 for widths 1 and 16 only in step 2
@@ -36,11 +36,7 @@ step bench_gpu_training "$py" benchmarks/bench_gpu_training.py --out "$out/gpu_t
     ${QUICK:+--quick}
 step bench_gpu_bundle "$py" benchmarks/bench_gpu_bundle.py --out "$out/gpu_bundle.json"
 step bench_weight_matching "$py" benchmarks/bench_weight_matching.py --device cuda --width 8
-rates=()
-for f in gpu_throughput.json gpu_bundle.json; do [ -s "$out/$f" ] && rates+=(--throughput "$out/$f"); done
 for cfg in config/paper_width.yaml config/paper_identifiability.yaml; do
-    step "gpu_hours_$(basename "$cfg" .yaml)" "$py" benchmarks/estimate_gpu_hours.py "$cfg" ${rates[@]+"${rates[@]}"}
-    step "gpu_hours_$(basename "$cfg" .yaml)_bundle8" "$py" benchmarks/estimate_gpu_hours.py "$cfg" ${rates[@]+"${rates[@]}"} \
-        --bundle 8
+    step "gpu_hours_$(basename "$cfg" .yaml)" "$py" benchmarks/estimate_gpu_hours.py "$cfg"
 done
 exit "$status"

@@ -27,6 +27,8 @@ from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points
 from lmcflow.grouping import all_grid_groups
 from lmcflow.plan.requests import group_fits
+from lmcflow.plan.rules import Plan
+from lmcflow.plan.summary import format_plan
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
 from lmcflow.plan.trace import trace
@@ -189,9 +191,6 @@ def main(argv=None) -> int:
 
 def run_plan(configfiles: list, max_runtime: int | None = None, no_limit: bool = False) -> int:
     """Print the plan's table; exit 1 where a job is above the limit (the table then shows the run unchecked)."""
-    from lmcflow.plan import Plan
-    from lmcflow.plan.summary import format_plan
-
     cluster = {"max_runtime": None, "max_mem_mb": None} if no_limit else {}
     if max_runtime is not None:
         cluster["max_runtime"] = max_runtime

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from lmcflow.config import ConfigError, resolve_config
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.plan import Plan, needed_jobs
 from lmcflow.plan import cost
-from lmcflow.plan.summary import planned_jobs, rule_rows
+from lmcflow.plan.summary import format_plan, planned_jobs, rule_rows
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -119,3 +120,26 @@ def test_resources_are_not_params():
         if j.rule == "train":
             assert pa.train_points(j.wc) == pb.train_points(j.wc)
             assert pa.job_request("train", j.wc).runtime < pb.job_request("train", j.wc).runtime
+
+
+PLAN_BLOCK = re.compile(r"<!-- plan:(\S+) -->\n(.*?)<!-- /plan -->", re.S)
+
+
+def plan_block(configfile: str) -> str:
+    """What docs/cluster.md shows for ``configfile``: `lmcflow plan --configfile CONFIGFILE`'s output."""
+    return format_plan(Plan.from_files([str(REPO / configfile)]), configfile) + "\n"
+
+
+def test_cluster_doc_shows_the_current_plans_of_both_paper_configs():
+    text = (REPO / "docs/cluster.md").read_text()
+    blocks = dict(PLAN_BLOCK.findall(text))
+    assert set(blocks) == {"config/paper_identifiability.yaml", "config/paper_width.yaml"}
+    for configfile, shown in blocks.items():
+        assert shown == plan_block(configfile), f"docs/cluster.md: regenerate the plan of {configfile}"
+        assert "jobs above the limit" not in shown  # both fit their 24 h limit
+
+
+if __name__ == "__main__":  # regenerate docs/cluster.md's plan blocks
+    doc = REPO / "docs/cluster.md"
+    doc.write_text(PLAN_BLOCK.sub(lambda m: f"<!-- plan:{m[1]} -->\n{plan_block(m[1])}<!-- /plan -->",
+                                  doc.read_text()))

@@ -16,12 +16,6 @@ from lmcflow.models import ModelSpec
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 CPU = torch.device("cpu")
-ROWS = [{"arch": "mlp", "width": 1.0, "bf16_tflops": 0.2}, {"arch": "mlp", "width": 16.0, "bf16_tflops": 26.0}]
-BUNDLE_ROWS = [{"arch": "mlp", "bundle": 1, "compile": "", "speedup_vs_single": 1.0},
-               {"arch": "mlp", "bundle": 4, "compile": "", "speedup_vs_single": 3.5},
-               {"arch": "mlp", "bundle": 8, "compile": "", "speedup_vs_single": 6.0},
-               {"arch": "mlp", "bundle": 8, "compile": "default", "speedup_vs_single": 9.0},
-               {"arch": "mlp", "bundle": 16, "compile": "", "error": "CUDA out of memory"}]
 
 
 @pytest.fixture
@@ -29,55 +23,23 @@ def bench(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))
 
 
-def test_bundled_rates(bench):
+def test_gpu_hours_are_the_plans(bench, capsys):
+    """estimate_gpu_hours.py counts the plan's jobs (grid groups and bundles: 37 train jobs, not one per bundle of
+    every point) and sums the plan's estimates: one computation with `lmcflow plan`."""
     import estimate_gpu_hours as est
 
-    assert est.bundle_speedup(BUNDLE_ROWS, "mlp", 5) == 3.5  # the largest measured bundle ≤ 5
-    assert est.bundle_speedup(BUNDLE_ROWS, "mlp", 16) == 6.0  # failed measurements are skipped
-    assert est.bundle_speedup(BUNDLE_ROWS, "mlp", 8, "default") == 9.0
-    assert est.bundle_speedup(BUNDLE_ROWS, "mlp", 1) == 1.0
-    assert est.bundle_speedup(BUNDLE_ROWS, "vgg11", 8) == 1.0  # not measured: no gain assumed
-    assert est.point_rate(ROWS, BUNDLE_ROWS, "mlp", 1.0, 8, None, 40.0) == pytest.approx(1.2)
-    assert est.point_rate(ROWS, BUNDLE_ROWS, "mlp", 8.0, 8, None, 40.0) == 26.0  # capped at the best measured rate
-    assert est.point_rate(ROWS, BUNDLE_ROWS, "mlp", 1.0, 1, None, 40.0) == 0.2
-    assert est.point_rate([], BUNDLE_ROWS, "mlp", 1.0, 8, None, 40.0) == 40.0
+    from lmcflow.plan import load_plan
+    from lmcflow.plan.summary import planned_jobs, rule_rows
 
-
-def test_estimate_reports_bundled_hours_and_job_counts(bench, tmp_path, capsys):
-    import estimate_gpu_hours as est
-
-    cfg = {"defaults": {"model": {"arch": "mlp", "width": 1.0, "depth": 2, "base_width": 64},
-                        "train": {"epochs": 2000, "batch_size": 128, "bundle": 4},
-                        "merge": {"lambdas": 11, "methods": ["identity"]}},
-           "studies": {"s": {"dataset": "mnist", "seeds": [0, 1, 2, 3, 4], "sweep": {"model.width": [0.5, 1.0]}}}}
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    (tmp_path / "t.json").write_text(json.dumps({"rows": ROWS}))
-    (tmp_path / "b.json").write_text(json.dumps({"bundle_rows": BUNDLE_ROWS}))
-    est.main([str(tmp_path / "c.yaml"), "--throughput", str(tmp_path / "t.json"), "--throughput",
-              str(tmp_path / "b.json")])
+    cfg = str(BENCH.parent / "config/paper_identifiability.yaml")
+    est.main([cfg])
     total = capsys.readouterr().out.strip().splitlines()[-1]
-    m = re.search(r"~\s*([\d.]+) GPU-hours\s+~\s*([\d.]+) bundled\s+train jobs (\d+) -> (\d+)", total)
+    m = re.search(r"~\s*([\d.]+) GPU-hours estimated .* train jobs (\d+), jobs (\d+)", total)
     assert m, total
-    assert (m[3], m[4]) == ("10", "4")  # two points, 5 seeds each: bundles of 4 and 1
-    assert float(m[2]) < float(m[1])
-    est.main([str(tmp_path / "c.yaml"), "--throughput", str(tmp_path / "t.json"), "--bundle", "1"])
-    assert "train jobs 10 -> 10" in capsys.readouterr().out
-
-
-def test_estimate_prices_a_subset_as_its_base_dataset(bench, tmp_path, capsys):
-    """A named subset of MNIST (data.subsets) is charged like MNIST at its training size, not skipped."""
-    import estimate_gpu_hours as est
-
-    base = {"defaults": {"model": {"arch": "mlp", "width": 1.0, "depth": 2, "base_width": 1024},
-                         "train": {"epochs": 1000, "batch_size": 128, "bundle": 1},
-                         "merge": {"lambdas": 3, "methods": ["identity"]}}}
-    flops = {}
-    for name, data in (("full", {}), ("subset", {"subsets": {"mnist_5k": {"base": "mnist", "n_train": 5000}}})):
-        cfg = {**base, "data": data, "studies": {"s": {"dataset": "mnist_5k" if data else "mnist", "seeds": [0, 1]}}}
-        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
-        est.main([str(tmp_path / f"{name}.yaml"), "--tflops", "40"])
-        flops[name] = float(re.search(r"([\d.]+) PFLOP", capsys.readouterr().out.splitlines()[-1])[1])
-    assert 0 < flops["subset"] < flops["full"]
+    rows = rule_rows(planned_jobs(load_plan(cfg)), None)
+    assert int(m[2]) == next(r["jobs"] for r in rows if r["rule"] == "train") == 37
+    assert int(m[3]) == sum(r["jobs"] for r in rows)
+    assert float(m[1]) == pytest.approx(sum(r["gpu_h_estimated"] for r in rows), abs=0.06)
 
 
 def test_bundle_and_lambda_timers_run_on_cpu(bench):

@@ -106,3 +106,11 @@ def test_resources_and_threads_rerun_nothing(finished_run):
     cfg["defaults"]["train"]["resources"] = {"mem_mb": 123, "runtime": 7}
     cfg["threads"] = {"train": 2, "merge": 2}
     assert dry_run(finished_run, cfg) == []
+
+
+def test_a_changed_estimate_reruns_nothing(finished_run):
+    """Resources are not params: another safety factor, job overhead and a limit that splits no group change
+    every job's request, never what the jobs computed."""
+    cfg = copy.deepcopy(BASE)
+    cfg["cluster"] = {"safety": 4.0, "job_overhead_s": 900, "max_runtime": 10000, "max_mem_mb": 100000}
+    assert dry_run(finished_run, cfg) == []

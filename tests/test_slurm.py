@@ -22,9 +22,15 @@ SLURM jobs feed: results/tables/{runs,interpolation,barriers}.parquet.
 LMCFLOW_SLURM_TEST_FULL=1 runs tiny.yaml as it is, all targets (tens of minutes
 on 2 CPUs).
 
+test_maxtime_split_and_cancelled_training_resumes: a grid group of two points whose job would ask for more than
+the partition's MaxTime is split in two (every request fits; sbatch would refuse one that did not), and a train
+job cancelled (scancel) mid-training resumes from its last epoch state when the same command runs again: at
+most one epoch is lost.
+
 Knobs: LMCFLOW_SLURM_START_TIMEOUT (s, default 240, includes apt-get install),
 LMCFLOW_SLURM_RUN_TIMEOUT (s per snakemake run, default 900),
-LMCFLOW_SLURM_TEST_FULL (1: untrimmed tiny config, default target).
+LMCFLOW_SLURM_TEST_FULL (1: untrimmed tiny config, default target), LMCFLOW_SLURM_MAX_TIME (the partition's
+MaxTime in minutes, default 10).
 
 test_profiles_dry_run needs no cluster: it dry-runs the trimmed config through both
 profiles, which fails on a profile key or value the installed snakemake/plugin do
@@ -56,6 +62,8 @@ SNAKEMAKE = VENV_BIN / "snakemake"
 START_TIMEOUT = int(os.environ.get("LMCFLOW_SLURM_START_TIMEOUT", "240"))
 RUN_TIMEOUT = int(os.environ.get("LMCFLOW_SLURM_RUN_TIMEOUT", "900"))
 FULL = os.environ.get("LMCFLOW_SLURM_TEST_FULL") == "1"
+# the test partition's MaxTime (tests/slurm/start_cluster.sh); every run plans with cluster.max_runtime = it
+MAX_TIME = int(os.environ.get("LMCFLOW_SLURM_MAX_TIME", "10"))
 TABLES = ("runs", "interpolation", "barriers")
 
 # Columns that legitimately differ between a SLURM and a local run. (String columns
@@ -141,6 +149,9 @@ def trimmed_config(tiny: dict) -> dict:
             merge["methods"] = list(merge["methods"])[:1]
         study["merge"] = merge
     cfg["studies"] = {name: study}
+    # requests estimated from the work (tiny.yaml's hand-set 10 min per model would ask a bundle for 20)
+    cfg["defaults"] = {**cfg["defaults"], **{b: {**cfg["defaults"][b], "resources": {"gpu": 0}} for b in ("train", "merge")}}
+    cfg["cluster"] = {"max_runtime": MAX_TIME}
     return cfg
 
 
@@ -343,3 +354,93 @@ def test_tables_equal_local_run(runs):
                 assert x.astype(str).tolist() == y.astype(str).tolist(), f"{name}:{col} differs"
                 compared_numeric += pd.api.types.is_numeric_dtype(x)
     assert compared_numeric > 0
+
+
+def resume_config(tiny: dict) -> dict:
+    """Two points of one shape (one grid group without a limit), two seeds in one bundle, enough epochs to cancel
+    a job mid-training; ``cluster.safety`` set so that one point's train job fits MaxTime and the group's does not."""
+    from lmcflow.plan import Plan
+    from lmcflow.plan.summary import planned_jobs
+
+    cfg = trimmed_config(tiny)
+    name, study = next(iter(cfg["studies"].items()))
+    study["seeds"] = [0, 1]
+    study["train"] = dict(study["train"], bundle=2, epochs=12, batch_size=64, checkpoint_every=1)
+    study["sweep"] = {"model.width": [1.0], "train.weight_decay": [3.0e-3, 1.0e-4]}
+    cfg["studies"] = {name: study}
+    alone = dict(cfg, studies={name: dict(study, train=dict(study["train"], bundle_grid=1))})
+    single_s = max(j.request.seconds for j in planned_jobs(Plan(_resolved(alone))))
+    cfg["cluster"] = {"max_runtime": MAX_TIME, "job_overhead_s": 60,
+                      "safety": round(0.8 * (MAX_TIME * 60 - 60) / single_s, 2)}
+    return cfg
+
+
+def _resolved(cfg: dict) -> dict:
+    import tempfile
+
+    from lmcflow.config import resolve_config
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+        yaml.safe_dump(cfg, fh)
+    return resolve_config([fh.name])
+
+
+def _squeue(run_id: str, fmt: str) -> list[str]:
+    sq = subprocess.run(["squeue", "-h", "--states=all", "--name", run_id, "-o", fmt], capture_output=True,
+                        text=True, timeout=30, check=True)
+    return sq.stdout.split()
+
+
+@live_cluster
+def test_maxtime_split_and_cancelled_training_resumes(slurm_cluster, tmp_path):
+    from lmcflow.plan import Plan
+    from lmcflow.plan.summary import planned_jobs
+
+    cfg = resume_config(yaml.safe_load(TINY.read_text()))
+    plan = Plan(_resolved(cfg))
+    assert len(plan.groups) == 2, plan.groups  # the grid group of two points was split to fit MaxTime
+    assert max(j.request.runtime for j in planned_jobs(plan)) <= MAX_TIME
+    unsplit = Plan(_resolved({**cfg, "cluster": {**cfg["cluster"], "max_runtime": None}}))
+    assert len(unsplit.groups) == 1 and max(j.request.runtime for j in planned_jobs(unsplit)) > MAX_TIME
+
+    configfile = tmp_path / "resume.yaml"
+    configfile.write_text(yaml.safe_dump(cfg))
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    args = ("--profile", str(REPO / "profiles/slurm"), "--retries", "0")
+    target = ["results/tables/runs.parquet"]
+    first = _Run("slurm (cancelled)", workdir, configfile, target, *args)
+    logs = sorted((workdir / "logs/train").rglob("bundle-*.log"))
+    deadline = time.monotonic() + RUN_TIMEOUT
+    epoch_re = re.compile(r"\[bundle\] epoch (\d+)/12")
+    try:
+        while time.monotonic() < deadline and not first.poll():
+            logs = sorted((workdir / "logs/train").rglob("bundle-*.log"))
+            epochs = [max(map(int, epoch_re.findall(p.read_text())), default=0) for p in logs]
+            if len(logs) == 2 and min(epochs) >= 3:
+                break
+            time.sleep(1)
+        assert not first.poll(), f"the first run ended before its train jobs were cancelled\n{first.log.read_text()[-4000:]}"
+        run_id = re.search(r"SLURM run ID: (\S+)", first.log.read_text()).group(1)
+        running = [line.split("|")[0] for line in _squeue(run_id, "%i|%T") if line.endswith("|RUNNING")]
+        subprocess.run(["scancel", *running], check=True, timeout=30)
+        before = {p: max(map(int, epoch_re.findall(p.read_text()))) for p in logs}
+        first.proc.wait(timeout=RUN_TIMEOUT)
+    finally:
+        first.stop()
+    assert first.proc.returncode != 0  # its train jobs were cancelled
+    limits = _squeue(run_id, "%l")
+    second = _Run("slurm (resumed)", workdir, configfile, target, *args)
+    while time.monotonic() < deadline + RUN_TIMEOUT and not second.poll():
+        time.sleep(1)
+    second.result()
+    for log, last in before.items():
+        starts = [int(e) for e in re.findall(r"\[bundle\] training 2 members from epoch (\d+)", log.read_text())]
+        assert starts and starts[-1] >= last - 1 and starts[-1] >= 1, (log, last, starts)  # at most one epoch lost
+    table = pd.read_parquet(workdir / "results/tables/runs.parquet")
+    assert len(table) == 4 and (table["epochs"] == 12).all()
+    # every job of both runs asked for at most the partition's MaxTime (sbatch refuses more)
+    second_id = re.search(r"SLURM run ID: (\S+)", second.log.read_text()).group(1)
+    for limit in limits + _squeue(second_id, "%l"):
+        h, m, sec = (["0"] * 3 + re.split(r"[:-]", limit))[-3:]
+        assert int(h) * 60 + int(m) + int(sec) / 60 <= MAX_TIME, limit

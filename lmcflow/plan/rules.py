@@ -11,7 +11,7 @@ from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
 from lmcflow.grouping import pair_blocks, parse_blocks, seed_blocks, stacks
 from lmcflow.plan.core import PlanBase
-from lmcflow.plan.requests import GROUP_BLOCK_RULES, GROUP_PAIR_RULES, merge_request, train_request
+from lmcflow.plan.requests import GROUP_BLOCK_RULES, GROUP_PAIR_RULES, cluster_cfg, merge_request, train_request
 
 # analysis keys each identifiability job reads (its params carry these only)
 IDENT_ANALYSIS_KEYS = {
@@ -98,6 +98,12 @@ class Plan(PlanBase):
         """A resource of ``rule``'s jobs (``runtime`` in minutes, ``mem_mb``, ``gpu``) as a function of the
         wildcards: the job's ``job_request``. Resources are not params: a changed estimate reruns nothing."""
         return lambda wc: getattr(self.job_request(rule, wc), key)
+
+    def prepare_data_runtime(self, wc):
+        """Minutes rule prepare_data asks for: reading (or downloading) and normalising one dataset, 30 at most
+        and within ``cluster.max_runtime``."""
+        limit = cluster_cfg(self.config)["max_runtime"]
+        return 30 if limit is None else min(30, int(limit))
 
     def prepare_data_cfg(self, wc):
         return self.data_cfg_for(wc.dataset)

@@ -21,6 +21,8 @@
 #   LMCFLOW_SLURM_SLURMD_PORT    slurmd port                    (6818)
 #   LMCFLOW_SLURM_SMOKE          1 = run srun/sbatch smoke test (1)
 #   LMCFLOW_SLURM_MIN_JOB_AGE    slurm.conf MinJobAge, s        (3600; keep >= 300)
+#   LMCFLOW_SLURM_MAX_TIME       the partition's MaxTime, min   (10: a job asking for more is refused by sbatch,
+#                                as on a real cluster; tests/test_slurm.py plans with cluster.max_runtime = it)
 #
 # Exit status: 0 cluster up and idle; non-zero with a message and daemon logs otherwise.
 # Needs root (apt, munge key, daemons); re-executes itself with `sudo -n` if possible.
@@ -32,6 +34,7 @@ CTLD_PORT=${LMCFLOW_SLURM_CTLD_PORT:-6817}
 SLURMD_PORT=${LMCFLOW_SLURM_SLURMD_PORT:-6818}
 SMOKE=${LMCFLOW_SLURM_SMOKE:-1}
 MIN_JOB_AGE=${LMCFLOW_SLURM_MIN_JOB_AGE:-3600}
+MAX_TIME=${LMCFLOW_SLURM_MAX_TIME:-10}
 PARTITION=debug
 PACKAGES=(slurmctld slurmd slurm-client munge)
 
@@ -53,7 +56,7 @@ dump_logs() {
 
 if [[ $EUID -ne 0 ]]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-        exec sudo -n --preserve-env=LMCFLOW_SLURM_DIR,LMCFLOW_SLURM_IDLE_TIMEOUT,LMCFLOW_SLURM_CTLD_PORT,LMCFLOW_SLURM_SLURMD_PORT,LMCFLOW_SLURM_SMOKE,LMCFLOW_SLURM_MIN_JOB_AGE "$0" "$@"
+        exec sudo -n --preserve-env=LMCFLOW_SLURM_DIR,LMCFLOW_SLURM_IDLE_TIMEOUT,LMCFLOW_SLURM_CTLD_PORT,LMCFLOW_SLURM_SLURMD_PORT,LMCFLOW_SLURM_SMOKE,LMCFLOW_SLURM_MIN_JOB_AGE,LMCFLOW_SLURM_MAX_TIME "$0" "$@"
     fi
     echo "[start_cluster] ERROR: must run as root (or with passwordless sudo)" >&2
     exit 1
@@ -187,7 +190,10 @@ InactiveLimit=0
 KillWait=5
 Waittime=0
 ${NODE_LINE} NodeAddr=127.0.0.1 State=UNKNOWN
-PartitionName=${PARTITION} Nodes=${HOST} Default=YES MaxTime=INFINITE State=UP
+# a partition time limit as real clusters have: sbatch refuses a job asking for more ("Requested time limit
+# is invalid (missing or exceeds some limit)")
+EnforcePartLimits=ALL
+PartitionName=${PARTITION} Nodes=${HOST} Default=YES MaxTime=${MAX_TIME} State=UP
 EOF
 # Clients inside jobs cannot rely on $SLURM_CONF: the slurm-jobstep executor strips all
 # SLURM_* variables before its nested `srun`, which then only finds the default

@@ -98,3 +98,4 @@ claim_points = PLAN.claim_points
 claim_datasets = PLAN.claim_datasets
 claims_table_inputs = PLAN.claims_table_inputs
 prepare_data_cfg = PLAN.prepare_data_cfg
+prepare_data_runtime = PLAN.prepare_data_runtime

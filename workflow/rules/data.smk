@@ -6,6 +6,7 @@ rule prepare_data:
         f"{LOGS}/prepare_data/{{dataset}}.log",
     resources:
         mem_mb=8000,
+        runtime=prepare_data_runtime,
     params:
         data_cfg=prepare_data_cfg,
         cache_root=f"{WORK}/data/raw",
