@@ -22,14 +22,24 @@ import sys
 import time
 
 import torch
-from estimate_gpu_hours import (
-    forward_flops,  # benchmarks/ is on sys.path when run as a script
-)
+from torch.utils.flop_counter import FlopCounterMode
 
 from lmcflow.data import TORCHVISION_DATASETS, Dataset
 from lmcflow.io import write_json
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.training import resolve_device, train
+
+def forward_flops(model: torch.nn.Module, in_shape) -> float:
+    """FLOPs of one example's forward pass (eval mode), counted by torch on a batch of two on the model's device
+    (lmcflow.plan.cost.model_counts counts the same without torch; tests/test_cost.py checks they agree)."""
+    was_training = model.training
+    model.eval()
+    device = next(iter(model.parameters())).device
+    with FlopCounterMode(display=False) as fc, torch.no_grad():
+        model(torch.zeros(2, *in_shape, device=device))
+    model.train(was_training)
+    return fc.get_total_flops() / 2
+
 
 # (study arch, dataset, widths, model fields) as in config/paper_width.yaml
 CASES = [

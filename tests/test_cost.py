@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from lmcflow.cli import main
 from lmcflow.config import ConfigError, resolve_config
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.plan import Plan, needed_jobs
@@ -120,6 +121,19 @@ def test_resources_are_not_params():
         if j.rule == "train":
             assert pa.train_points(j.wc) == pb.train_points(j.wc)
             assert pa.job_request("train", j.wc).runtime < pb.job_request("train", j.wc).runtime
+
+
+def test_plan_command_lists_the_jobs_above_a_limit(capsys):
+    """`lmcflow plan` at a 1 h limit: the identifiability paper's long bundles cannot fit; it names the point on
+    stderr, lists every job above the limit and exits 1; at the config's own 24 h limit it lists none."""
+    cfg = str(REPO / "config/paper_identifiability.yaml")
+    assert main(["plan", "--configfile", cfg, "--max-runtime", "60"]) == 1
+    out, err = capsys.readouterr()
+    assert "lmcflow plan: cluster: point " in err and "cluster.max_runtime = 60 min" in err
+    over = [line for line in out.splitlines() if line.startswith("- train ")]
+    assert over and all(int(line.rsplit(": ", 1)[1].split()[0]) > 60 for line in over)
+    assert main(["plan", "--configfile", cfg]) == 0
+    assert "jobs above the limit" not in capsys.readouterr().out
 
 
 PLAN_BLOCK = re.compile(r"<!-- plan:(\S+) -->\n(.*?)<!-- /plan -->", re.S)

@@ -356,6 +356,9 @@ def test_tables_equal_local_run(runs):
     assert compared_numeric > 0
 
 
+EPOCHS = 40  # ~1-5 s each: time to see a few epochs of both train jobs and cancel them before they finish
+
+
 def resume_config(tiny: dict) -> dict:
     """Two points of one shape (one grid group without a limit), two seeds in one bundle, enough epochs to cancel
     a job mid-training; ``cluster.safety`` set so that one point's train job fits MaxTime and the group's does not."""
@@ -365,7 +368,7 @@ def resume_config(tiny: dict) -> dict:
     cfg = trimmed_config(tiny)
     name, study = next(iter(cfg["studies"].items()))
     study["seeds"] = [0, 1]
-    study["train"] = dict(study["train"], bundle=2, epochs=12, batch_size=64, checkpoint_every=1)
+    study["train"] = dict(study["train"], bundle=2, epochs=EPOCHS, batch_size=64, checkpoint_every=1)
     study["sweep"] = {"model.width": [1.0], "train.weight_decay": [3.0e-3, 1.0e-4]}
     cfg["studies"] = {name: study}
     alone = dict(cfg, studies={name: dict(study, train=dict(study["train"], bundle_grid=1))})
@@ -410,35 +413,42 @@ def test_maxtime_split_and_cancelled_training_resumes(slurm_cluster, tmp_path):
     args = ("--profile", str(REPO / "profiles/slurm"), "--retries", "0")
     target = ["results/tables/runs.parquet"]
     first = _Run("slurm (cancelled)", workdir, configfile, target, *args)
-    logs = sorted((workdir / "logs/train").rglob("bundle-*.log"))
     deadline = time.monotonic() + RUN_TIMEOUT
-    epoch_re = re.compile(r"\[bundle\] epoch (\d+)/12")
+    epoch_re = re.compile(rf"\[bundle\] epoch (\d+)/{EPOCHS}")
+    cancelled: set[Path] = set()
     try:
-        while time.monotonic() < deadline and not first.poll():
-            logs = sorted((workdir / "logs/train").rglob("bundle-*.log"))
-            epochs = [max(map(int, epoch_re.findall(p.read_text())), default=0) for p in logs]
-            if len(logs) == 2 and min(epochs) >= 3:
-                break
+        while time.monotonic() < deadline and not first.poll() and len(cancelled) < 2:
+            for log in sorted((workdir / "logs/train").rglob("bundle-*.log")):
+                if log in cancelled or max(map(int, epoch_re.findall(log.read_text())), default=0) < 3:
+                    continue
+                run_id = re.search(r"SLURM run ID: (\S+)", first.log.read_text()).group(1)
+                group = log.parent.name  # the train job's comment names its wildcards
+                ids = [i for i, comment, state in (line.split("|") for line in _squeue(run_id, "%i|%k|%T"))
+                       if state == "RUNNING" and comment.startswith("rule_train") and group in comment]
+                if ids:  # SIGTERM now, SIGKILL after KillWait: the job dies mid-training
+                    subprocess.run(["scancel", *ids], check=True, timeout=30)
+                    cancelled.add(log)
             time.sleep(1)
-        assert not first.poll(), f"the first run ended before its train jobs were cancelled\n{first.log.read_text()[-4000:]}"
-        run_id = re.search(r"SLURM run ID: (\S+)", first.log.read_text()).group(1)
-        running = [line.split("|")[0] for line in _squeue(run_id, "%i|%T") if line.endswith("|RUNNING")]
-        subprocess.run(["scancel", *running], check=True, timeout=30)
-        before = {p: max(map(int, epoch_re.findall(p.read_text()))) for p in logs}
+        assert len(cancelled) == 2, f"not both train jobs were cancelled mid-training\n{first.log.read_text()[-4000:]}"
         first.proc.wait(timeout=RUN_TIMEOUT)
     finally:
         first.stop()
     assert first.proc.returncode != 0  # its train jobs were cancelled
+    # the last epoch each job logged before it died, and where its log ends
+    before = {log: (max(map(int, epoch_re.findall(log.read_text()))), len(log.read_text())) for log in cancelled}
+    assert all(last < EPOCHS for last, _ in before.values()), before
     limits = _squeue(run_id, "%l")
     second = _Run("slurm (resumed)", workdir, configfile, target, *args)
     while time.monotonic() < deadline + RUN_TIMEOUT and not second.poll():
         time.sleep(1)
     second.result()
-    for log, last in before.items():
-        starts = [int(e) for e in re.findall(r"\[bundle\] training 2 members from epoch (\d+)", log.read_text())]
-        assert starts and starts[-1] >= last - 1 and starts[-1] >= 1, (log, last, starts)  # at most one epoch lost
+    for log, (last, end) in before.items():
+        resumed = log.read_text()[end:]
+        starts = [int(e) for e in re.findall(r"\[bundle\] training 2 members from epoch (\d+)", resumed)]
+        assert starts and last - 1 <= starts[0] <= last, (log, last, starts)  # at most one epoch lost
+        assert f"epoch {EPOCHS}/{EPOCHS}" in resumed
     table = pd.read_parquet(workdir / "results/tables/runs.parquet")
-    assert len(table) == 4 and (table["epochs"] == 12).all()
+    assert len(table) == 4 and (table["epochs"] == EPOCHS).all()
     # every job of both runs asked for at most the partition's MaxTime (sbatch refuses more)
     second_id = re.search(r"SLURM run ID: (\S+)", second.log.read_text()).group(1)
     for limit in limits + _squeue(second_id, "%l"):

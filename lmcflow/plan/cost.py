@@ -25,17 +25,20 @@ CPU_RATES = {
     "lap_power": 2.177,
     "startup_cpu_s": 2.271,  # interpreter + torch + lmcflow imports
 }
-# One GPU: a conservative default below the H200 figures of benchmarks/results/h200/gpu_throughput.json
-# (training at ×16, fp32: MLP 20, VGG-11 14.8, ResNet-20 38 TFLOP/s; bf16: 26, 199, 385 (ResNet ×32);
-# single-model steps at small width 3.2-3.6 ms (MLP), 7-8 ms (VGG-11), 12 ms (ResNet-20)): 10 TFLOP/s for fp32
-# training, 40 for bf16 (train.precision auto or bf16), 20 for the evaluations (metrics are fp32); LAPs run on
+# One GPU: half the H200 rates of benchmarks/results/h200/gpu_throughput.json at the widest measured widths
+# (training, fp32: MLP ×16 20, VGG-11 ×16 14.8, ResNet-20 ×16 38 TFLOP/s; bf16: MLP ×16 26, VGG-11 ×16 199,
+# ResNet-20 ×32 385), a conservative default until lmcflow's own jobs are timed on it: fp32 for training at
+# train.precision fp32, bf16 for training at auto or bf16; evaluations (metrics are fp32, forward passes at
+# batch 4,096) at the full measured fp32 training rate. Step
+# overheads: the single-model steps measured at small width (MLP 3.2-4.1 ms, VGG-11 7-8, ResNet-20 12) rounded
+# up; the per-model overhead of a stacked bundle is not measured on a GPU (one batched step: small). LAPs run on
 # the CPU either way; start-up adds CUDA initialisation.
 GPU_RATES = {
-    "train_gflops": 10_000.0,
-    "train_gflops_bf16": 40_000.0,
+    "train_gflops": {"mlp": 10_000.0, "sum_relu": 10_000.0, "vgg11": 7_400.0, "resnet20": 19_000.0},
+    "train_gflops_bf16": {"mlp": 13_000.0, "sum_relu": 13_000.0, "vgg11": 99_000.0, "resnet20": 190_000.0},
+    "eval_gflops": {"mlp": 20_000.0, "sum_relu": 20_000.0, "vgg11": 14_800.0, "resnet20": 38_000.0},
     "loop_step_overhead_s": {"mlp": 0.004, "sum_relu": 0.004, "vgg11": 0.009, "resnet20": 0.014},
-    "loop_step_overhead_per_model_s": 0.0002,  # not measured on a GPU: a stacked step batches its models
-    "eval_gflops": 20_000.0,
+    "loop_step_overhead_per_model_s": 0.0002,
     "lap_s_per_n_power": CPU_RATES["lap_s_per_n_power"],
     "lap_power": CPU_RATES["lap_power"],
     "startup_cpu_s": 30.0,
@@ -129,22 +132,17 @@ def point_counts(point, data_cfg: dict) -> dict:
 
 
 # ----------------------------------------------------------------------- rates
-def device_rates(resources: dict, threads: int, precision: str = "fp32") -> tuple[str, dict]:
-    """('gpu' | 'cpu', rates) of a job asking for ``resources`` with ``threads`` CPU threads; on a GPU, training
-    at ``precision`` auto or bf16 runs at the bf16 rate (on a CPU, auto resolves to fp32 but where the CPU has
-    fast bf16: charged at the fp32 rate)."""
+def device_rates(resources: dict, threads: int, precision: str = "fp32", arch: str = "mlp") -> tuple[str, dict]:
+    """('gpu' | 'cpu', rates with one value per key) of a job on ``arch`` asking for ``resources`` with
+    ``threads`` CPU threads; on a GPU, training at ``precision`` auto or bf16 runs at the bf16 rate (on a CPU
+    at the fp32 rate)."""
     if int(resources.get("gpu") or 0) > 0:
-        if precision in ("auto", "bf16"):
-            return "gpu", {**GPU_RATES, "train_gflops": GPU_RATES["train_gflops_bf16"]}
-        return "gpu", GPU_RATES
+        train = GPU_RATES["train_gflops_bf16" if precision in ("auto", "bf16") else "train_gflops"][arch]
+        return "gpu", {**GPU_RATES, "train_gflops": train, "eval_gflops": GPU_RATES["eval_gflops"][arch],
+                       "loop_step_overhead_s": GPU_RATES["loop_step_overhead_s"][arch]}
     speed = 1.0 + THREAD_EFFICIENCY * (max(1, int(threads)) - 1)
     return "cpu", {**CPU_RATES, "train_gflops": CPU_RATES["train_gflops"] * speed,
                    "eval_gflops": CPU_RATES["eval_gflops"] * speed}
-
-
-def _step_overhead(rates: dict, arch: str) -> float:
-    o = rates["loop_step_overhead_s"]
-    return o[arch] if isinstance(o, dict) else o
 
 
 def lap_seconds(n: int, rates: dict) -> float:
@@ -170,7 +168,7 @@ def train_seconds(stacks: list, n_models: int, data_cfg: dict, rates: dict) -> f
         steps = max(int(p.train["epochs"]) * math.ceil(ci["n_train"] / int(p.train["batch_size"]))
                     for p, ci in zip(points, c))
         k = n_models * len(points)
-        per_step = _step_overhead(rates, points[0].model["arch"]) + rates["loop_step_overhead_per_model_s"] * (k - 1)
+        per_step = rates["loop_step_overhead_s"] + rates["loop_step_overhead_per_model_s"] * (k - 1)
         total += steps * per_step
         for p, ci in zip(points, c):
             arith = 3 * ci["flops"] * int(p.train["epochs"]) * ci["n_train"] / (rates["train_gflops"] * 1e9)

@@ -61,7 +61,8 @@ def _request(points, block: str, seconds: float, mem: float, device: str, config
 def _rates(points, block: str, config: dict):
     res = {"gpu": max(int(getattr(p, block)["resources"].get("gpu") or 0) for p in points)}
     precision = "fp32" if any(p.train["precision"] == "fp32" for p in points) else "bf16"
-    return cost.device_rates(res, int(config["threads"]["train" if block == "train" else "merge"]), precision)
+    return cost.device_rates(res, int(config["threads"]["train" if block == "train" else "merge"]), precision,
+                             points[0].model["arch"])
 
 
 def train_request(points, n_models: int, config: dict) -> Request:
