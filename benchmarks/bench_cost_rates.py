@@ -110,7 +110,7 @@ def lap_fit() -> tuple[float, float]:
     ns, ts = [128, 256, 512], []
     for n in ns:
         c = rng.standard_normal((n, n))
-        ts.append(cpu_time(lambda: linear_sum_assignment(c, maximize=True), 3))
+        ts.append(cpu_time(lambda c=c: linear_sum_assignment(c, maximize=True), 3))
     p, log_c = np.polyfit(np.log(ns), np.log(ts), 1)
     return float(np.exp(log_c)), float(p)
 

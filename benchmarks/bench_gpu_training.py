@@ -29,6 +29,7 @@ from lmcflow.io import write_json
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.training import resolve_device, train
 
+
 def forward_flops(model: torch.nn.Module, in_shape) -> float:
     """FLOPs of one example's forward pass (eval mode), counted by torch on a batch of two on the model's device
     (lmcflow.plan.cost.model_counts counts the same without torch; tests/test_cost.py checks they agree)."""

@@ -72,7 +72,8 @@ def table(rs: list[dict]) -> list[str]:
         by[r["rule"]].append(r)
     for rule, g in by.items():
         ratios = [r["estimate_s"] / r["cpu_s"] for r in g]
-        lines.append(f"| {rule} | {len(g)} | {sum(r['estimate_s'] for r in g):.0f} | {sum(r['cpu_s'] for r in g):.0f} | "
+        lines.append(f"| {rule} | {len(g)} | {sum(r['estimate_s'] for r in g):.0f} | "
+                     f"{sum(r['cpu_s'] for r in g):.0f} | "
                      f"{sum(r['wall_s'] for r in g):.0f} | {min(ratios):.2f}–{max(ratios):.2f} | "
                      f"{sum(within(r['estimate_s'], r['cpu_s']) for r in g)}/{len(g)} | "
                      f"{sum(within(r['estimate_s'], r['wall_s']) for r in g)}/{len(g)} |")

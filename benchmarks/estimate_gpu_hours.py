@@ -43,7 +43,8 @@ def main(argv=None) -> int:
               f"{r['requested_gpu_h']:8.1f} requested  train jobs {int(r['train_jobs'])}, jobs {int(r['jobs'])}")
     tot = {k: sum(r[k] for r in rows.values()) for k in ("estimated_gpu_h", "requested_gpu_h", "train_jobs", "jobs",
                                                          "estimated_train_gpu_h")}
-    print(f"{'total':28s} ~{tot['estimated_gpu_h']:8.1f} GPU-hours estimated (train {tot['estimated_train_gpu_h']:.1f}), "
+    print(f"{'total':28s} ~{tot['estimated_gpu_h']:8.1f} GPU-hours estimated "
+          f"(train {tot['estimated_train_gpu_h']:.1f}), "
           f"{tot['requested_gpu_h']:8.1f} requested  train jobs {int(tot['train_jobs'])}, jobs {int(tot['jobs'])}")
     return 0
 

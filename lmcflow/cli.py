@@ -26,11 +26,11 @@ from lmcflow.claims.margins import margin_text
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points
 from lmcflow.grouping import all_grid_groups
+from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
+from lmcflow.io import CorruptFileError
 from lmcflow.plan.requests import group_fits
 from lmcflow.plan.rules import Plan
 from lmcflow.plan.summary import format_plan
-from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
-from lmcflow.io import CorruptFileError
 from lmcflow.plan.trace import trace
 from lmcflow.point_schema import validate_points
 from lmcflow.verify import verify

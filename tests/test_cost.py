@@ -15,8 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from lmcflow.cli import main
 from lmcflow.config import ConfigError, resolve_config
 from lmcflow.models import ModelSpec, build_model, count_parameters
-from lmcflow.plan import Plan, needed_jobs
-from lmcflow.plan import cost
+from lmcflow.plan import Plan, cost, needed_jobs
 from lmcflow.plan.summary import format_plan, planned_jobs, rule_rows
 
 REPO = Path(__file__).resolve().parents[1]

@@ -150,7 +150,8 @@ def trimmed_config(tiny: dict) -> dict:
         study["merge"] = merge
     cfg["studies"] = {name: study}
     # requests estimated from the work (tiny.yaml's hand-set 10 min per model would ask a bundle for 20)
-    cfg["defaults"] = {**cfg["defaults"], **{b: {**cfg["defaults"][b], "resources": {"gpu": 0}} for b in ("train", "merge")}}
+    cfg["defaults"] = {**cfg["defaults"],
+                       **{b: {**cfg["defaults"][b], "resources": {"gpu": 0}} for b in ("train", "merge")}}
     cfg["cluster"] = {"max_runtime": MAX_TIME}
     return cfg
 

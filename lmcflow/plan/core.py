@@ -27,8 +27,8 @@ from lmcflow.config import (
     swept_values,
 )
 from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks, seed_block, seed_blocks
-from lmcflow.plan.requests import check_limits, group_fits
 from lmcflow.plan.paths import ALIGN_TABLE_KINDS, IDENT_FIGURES, MECHANISM_FIGURES, WIDTH_FIGURES, Paths
+from lmcflow.plan.requests import check_limits, group_fits
 from lmcflow.point_schema import validate_points
 from lmcflow.tables import IDENT_TABLE_KINDS
 

@@ -5,7 +5,6 @@ as Snakemake passes them; the rule files call them through ``workflow/rules/comm
 """
 from __future__ import annotations
 
-
 from lmcflow.claims import claim_studies
 from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
