@@ -16,6 +16,8 @@ from lmcflow.config.loading import (
     ConfigError,
     add_replicate_studies,
     deep_merge,
+    load_config_file,
+    parse_overrides,
     replicate_claim_cfg,
     replicate_name,
     replicate_of,
