@@ -1,6 +1,8 @@
 """Small command line for inspecting configs and results without Snakemake.
 
-    lmcflow validate [my.yaml]            # schema + semantic checks, as at DAG construction
+    lmcflow validate [my.yaml] [--config defaults.train.epochs=3 ...]  # schema + semantic checks, as at DAG
+                                          # construction
+    lmcflow run [SNAKEMAKE ARGS]          # those checks on the run's --configfile/--config, then snakemake
     lmcflow points [my.yaml]              # every study point, its seeds/pairs and grid group
     lmcflow claims [results]              # verdicts, statistic and CI, convention margin, endpoint gate, controls,
                                           # the paper's value beside ours and whether it is comparable
@@ -17,6 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
 from lmcflow.claims.margins import margin_text
 from lmcflow.compare import compare
-from lmcflow.config import ConfigError, check_semantics, expand_points
+from lmcflow.config import ConfigError, check_semantics, expand_points, parse_overrides, resolve_config
 from lmcflow.grouping import all_grid_groups
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
@@ -33,13 +37,14 @@ from lmcflow.plan.rules import Plan
 from lmcflow.plan.summary import format_plan
 from lmcflow.plan.trace import trace
 from lmcflow.point_schema import validate_points
+from lmcflow.provenance import CHECKOUT
 from lmcflow.verify import verify
 
 
-def load_and_check(path: str | None) -> tuple[dict, dict]:
-    """A config as a run would use it (``resolve_config``: ``path`` as --configfile, or the embedded default),
-    checked like at DAG construction; returns (config, points)."""
-    cfg = read_config(path)
+def load_and_check(path: str | None, overrides: list[str] | None = None) -> tuple[dict, dict]:
+    """A config as a run would use it (``resolve_config``: ``path`` as --configfile, or the embedded default,
+    ``overrides`` as --config entries), checked like at DAG construction; returns (config, points)."""
+    cfg = read_config(path, overrides)
     check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
     points = expand_points(cfg)
     validate_points(points)
@@ -129,8 +134,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="lmcflow", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("validate", help="check a config file (default: the embedded config/config.yaml)").add_argument(
-        "config", nargs="?")
+    val = sub.add_parser("validate", help="check a config file (default: the embedded config/config.yaml)")
+    val.add_argument("config", nargs="?")
+    val.add_argument("--config", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                     help="overrides as a run takes them; a dotted KEY names a nested key (defaults.train.epochs=3)")
+    sub.add_parser("run", help="check the config of a snakemake command line, then run it: `lmcflow run --cores "
+                               "all --configfile my.yaml --config defaults.train.epochs=3`", add_help=False)
     sub.add_parser("points", help="list a config's study points").add_argument("config", nargs="?")
     c = sub.add_parser("claims", help="print claim verdicts")
     c.add_argument("results", nargs="?", default="results")
@@ -139,6 +148,9 @@ def main(argv=None) -> int:
     v.add_argument("results", nargs="?", default="results")
     v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
                                      "relative to (default: the results folder's parent)")
+    v.add_argument("--configfile", action="append", default=[], metavar="FILE",
+                   help="the run's --configfile (repeat for several; default: the embedded config/config.yaml): "
+                        "the printed repair command rebuilds each damaged file in that run")
     v.add_argument("--published", action="store_true", help="a published results folder (evidence/<run>/results): "
                    "tables and claims only; its checkpoints are not shipped and git keeps no file times")
     v.add_argument("--against", metavar="DIR", help="compare with another results folder instead: which files are "
@@ -152,13 +164,16 @@ def main(argv=None) -> int:
     pl.add_argument("--configfile", action="append", default=[], help="as snakemake's (repeatable)")
     pl.add_argument("--max-runtime", type=int, metavar="MIN", help="cluster.max_runtime for this plan (minutes)")
     pl.add_argument("--no-limit", action="store_true", help="cluster.max_runtime and max_mem_mb unset")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:  # everything after it is snakemake's
+        return run_workflow(argv[1:])
     args = ap.parse_args(argv)
     try:
         if args.cmd == "plan":
             return run_plan([*([args.config] if args.config else []), *args.configfile], args.max_runtime,
                             args.no_limit)
         if args.cmd == "validate":
-            _, points = load_and_check(args.config)
+            _, points = load_and_check(args.config, args.overrides)
             print(f"{args.config or 'config/config.yaml'}: valid ({len(points)} points)")
         elif args.cmd == "points":
             cfg, points = load_and_check(args.config)
@@ -182,7 +197,7 @@ def main(argv=None) -> int:
             print("\n".join(comparison.report()))
             return 0 if comparison.verdicts_agree else 1
         elif args.cmd == "verify":
-            return run_verify(args.results, args.workdir, args.published)
+            return run_verify(args.results, args.workdir, args.published, args.configfile)
     except (ConfigError, CorruptFileError) as err:
         print(f"lmcflow {args.cmd}: {err}", file=sys.stderr)
         return 1 if isinstance(err, MissingInput) else 2
@@ -207,16 +222,81 @@ def run_plan(configfiles: list, max_runtime: int | None = None, no_limit: bool =
         return 1
 
 
-def run_verify(results: str, workdir: str | None, published: bool = False) -> int:
+def run_verify(results: str, workdir: str | None, published: bool = False, configfiles=()) -> int:
     results_folder(results)  # a ConfigError if it is none
     if workdir is not None and not Path(workdir).is_dir():
         print(f"--workdir {workdir}: no such folder", file=sys.stderr)
         return 2
+    for f in configfiles:
+        read_config(f)  # a missing or invalid config: its ConfigError, before any checking
     result = verify(results, workdir, published)
     for problem in result.problems:
         print(problem)
     print(result.summary())
-    return 0 if result.ok else 1
+    if result.ok or published:
+        return 0 if result.ok else 1
+    config = " ".join(configfiles) or "config/config.yaml (the embedded default)"
+    targets, unowned = result.rebuild_targets(configfiles)
+    if targets:
+        print(f"Rebuild with the jobs that make {'these files' if len(result.problems) > 1 else 'this file'} and "
+              f"those downstream, in the run of {config}:\n  {result.repair_command(targets, configfiles)}")
+    if unowned:
+        print(f"Made by no job of the run of {config} (give verify the run's --configfile): "
+              + ", ".join(p.path for p in unowned))
+    return 1
+
+
+def run_workflow(args: list[str]) -> int:
+    """``snakemake ARGS`` after lmcflow's checks of the config it names: Snakemake reads --configfile and
+    --config before the workflow's code runs, so an empty or unparsable file or a dotted key would get
+    Snakemake's error, not lmcflow's. Dotted --config keys are passed on as nested mappings."""
+    try:
+        configfiles, entries, rest = split_config_args(args)
+        overrides = parse_overrides(entries)
+        cfg = resolve_config(configfiles, overrides)
+        check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
+        validate_points(expand_points(cfg))
+    except ConfigError as err:
+        print(f"lmcflow run: {err}", file=sys.stderr)
+        return 2
+    exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
+    cmd = [exe, *rest]
+    if not {"-s", "--snakefile"} & {a.split("=")[0] for a in rest}:
+        cmd += ["--snakefile", str(CHECKOUT / "Snakefile")]
+    if configfiles:
+        cmd += ["--configfile", *configfiles]
+    if overrides:
+        cmd += ["--config", *(f"{k}={snakemake_value(v)}" for k, v in overrides.items())]
+    os.execv(exe, cmd)
+
+
+def split_config_args(args: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(--configfile values, --config entries, the other arguments) of a snakemake command line; each option
+    takes the values up to the next option, as Snakemake's own parser does."""
+    files, entries, rest = [], [], []
+    i = 0
+    while i < len(args):
+        opt, eq, value = args[i].partition("=") if args[i].startswith("--") else (args[i], "", "")
+        target = {"--configfile": files, "--configfiles": files, "--config": entries, "-C": entries}.get(opt)
+        if target is None:
+            rest.append(args[i])
+            i += 1
+            continue
+        if eq:
+            target.append(value)
+        i += 1
+        while i < len(args) and not args[i].startswith("-"):
+            target.append(args[i])
+            i += 1
+    return files, entries, rest
+
+
+def snakemake_value(v) -> str:
+    """A --config value as Snakemake's parser reads it back (mappings and lists as JSON, typed again by
+    ``resolve_config``)."""
+    if isinstance(v, bool):
+        return str(v)
+    return json.dumps(v) if isinstance(v, (dict, list)) else str(v)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,9 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
-import yaml
 
 from lmcflow.claims import claim_row
-from lmcflow.config import ConfigError, resolve_config
+from lmcflow.config import ConfigError, parse_overrides, resolve_config
 from lmcflow.io import read_parquet
 
 
@@ -21,16 +20,11 @@ class MissingInput(ConfigError):
     """A file or folder a command reads is not there (exit status 1: nothing to show)."""
 
 
-def read_config(path: str | None) -> dict:
-    """``resolve_config`` on a config named on the command line (or the embedded default), a missing file or
-    bad YAML reported as a ConfigError naming it."""
-    if path is not None and not Path(path).is_file():
-        raise ConfigError(f"{path}: no such config file" + (" (a folder)" if Path(path).is_dir() else "")
-                          + "; give a YAML config such as config/config.yaml, or none for the embedded default")
-    try:
-        return resolve_config([path] if path else [])
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path or 'config/config.yaml'}: not valid YAML ({' '.join(str(err).split())})") from err
+def read_config(path: str | None, overrides: list[str] | None = None) -> dict:
+    """``resolve_config`` on a config named on the command line (or the embedded default) and ``--config``
+    entries (dotted keys allowed: ``lmcflow.config.parse_overrides``); a missing, empty or unparsable file is
+    a ConfigError naming it (``lmcflow.config.load_config_file``)."""
+    return resolve_config([path] if path else [], parse_overrides(overrides or []))
 
 
 def results_folder(path: str | Path, role: str = "") -> Path:

@@ -34,6 +34,8 @@ TABLE_SCHEMA_VERSION = 2
 SCHEMA_VERSION_KEY = b"lmcflow_schema_version"
 TABLE_KIND_KEY = b"lmcflow_table"
 CONTENT_SHA256_KEY = b"lmcflow_content_sha256"
+# SHA-256 of the pandas metadata (column names and dtypes as readers get them), which the content hash leaves out
+PANDAS_SHA256_KEY = b"lmcflow_pandas_sha256"
 
 
 class CorruptFileError(RuntimeError):
@@ -90,6 +92,22 @@ def write_text(path, text: str) -> None:
 
 def write_json(path, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def mark_out_of_date(directory) -> None:
+    """Give a directory output the oldest possible time, so Snakemake reruns the job that makes it (its inputs
+    are newer): a bundle directory that lacks a member. Snakemake dates a directory output by its
+    ``.snakemake_timestamp`` file where there is one."""
+    for p in (Path(directory) / ".snakemake_timestamp", Path(directory)):
+        if p.exists():
+            os.utime(p, ns=(0, 0))
+
+
+def json_content_sha256(obj: dict, key: str = "content_sha256") -> str:
+    """SHA-256 of a JSON object's content without its own ``key`` (keys sorted, as ``write_json`` writes them):
+    recorded in each claim JSON and recomputed by ``lmcflow verify``, so an edited value is detectable."""
+    rest = {k: v for k, v in obj.items() if k != key}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, default=_json_default).encode()).hexdigest()
 
 
 def _json_default(o):
@@ -166,12 +184,14 @@ def table_content_sha256(table: pa.Table) -> str:
 
 
 def write_parquet(path, df: pd.DataFrame, kind: str) -> None:
-    """Write a table with the lmcflow schema version, table kind and content hash in its metadata."""
+    """Write a table with the lmcflow schema version, table kind, content hash and the hash of its pandas
+    metadata in its metadata."""
     table = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[SCHEMA_VERSION_KEY] = str(TABLE_SCHEMA_VERSION).encode()
     meta[TABLE_KIND_KEY] = kind.encode()
     meta[CONTENT_SHA256_KEY] = table_content_sha256(table).encode()
+    meta[PANDAS_SHA256_KEY] = hashlib.sha256(meta.get(b"pandas", b"")).hexdigest().encode()
     table = table.replace_schema_metadata(meta)
     with atomic_path(path) as tmp:
         pq.write_table(table, str(tmp))

@@ -12,12 +12,17 @@ Checks, without torch and without Snakemake:
 
 Paths in tables and claim JSONs are relative to the workflow's working directory (where ``snakemake``
 ran); by default that is the results folder's parent, as with the default ``paths.results: results``.
-Each problem names the file, what is wrong and the rule that rebuilds it.
+Each problem names the file, what is wrong and the rule that rebuilds it; ``repair_command`` is the one Snakemake
+command that rebuilds every damaged file (``--forcerun`` of the output of the job that makes it: a checkpoint's
+bundle directory, a table, a claim JSON) and what depends on it. Whatever a damaged file holds, verify reports
+it and never raises (tests/test_recovery.py flips bytes all over the files it reads).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,22 +32,31 @@ import pyarrow.parquet as pq
 
 from lmcflow.io import (
     CONTENT_SHA256_KEY,
+    PANDAS_SHA256_KEY,
     SCHEMA_VERSION_KEY,
     TABLE_KIND_KEY,
     TABLE_SCHEMA_VERSION,
+    json_content_sha256,
     sha256_file,
     table_content_sha256,
 )
+from lmcflow.plan import Plan, needed_jobs, producers
 from lmcflow.plan.core import result_table_rule, study_table_rule
+from lmcflow.provenance import CHECKOUT
 
 log = logging.getLogger(__name__)
+
+CLAIM_SHA256_KEY = "content_sha256"  # of a claim JSON's other keys (lmcflow.io.json_content_sha256)
 
 # (table, path column, hash column, rule that writes the file) of the files the tables vouch for
 HASHED_FILES = [("runs", "checkpoint", "checkpoint_sha256", "train"),
                 ("alignment", "permutation_file", "permutation_sha256", "align")]
 
-REBUILD_HINT = ("rebuild a listed file with `snakemake --cores all --forcerun FILE` from the working directory "
-                "(with the run's --configfile); the jobs downstream of it rerun too")
+# what a file that is not a readable, hash-matching table can raise on the way (pyarrow raises ArrowException and
+# its subclasses, but also plain ValueError/OSError, UnicodeDecodeError in metadata or strings, IndexError/KeyError
+# on a damaged schema): any of them is a problem with that file, never a crash of verify
+DAMAGE = (pa.ArrowException, OSError, ValueError, KeyError, IndexError, TypeError, UnicodeDecodeError,
+          OverflowError, MemoryError, AttributeError, AssertionError, RuntimeError)
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,32 @@ class Verification:
         what = ", ".join(f"{n} {kind if n != 1 else kind[:-1]}" for kind, n in self.checked.items()) or "nothing"
         head = f"lmcflow verify: {len(self.problems)} problem{'s' * (len(self.problems) != 1)} in {self.results}"
         scope = "; as published: no checkpoints, permutation files or file times" if self.published else ""
-        return f"{head} (checked {what}{scope})" + ("" if self.ok else f"; {REBUILD_HINT}")
+        return f"{head} (checked {what}{scope})"
+
+    def rebuild_targets(self, configfiles=()) -> tuple[list[str], list[Problem]]:
+        """The outputs to force so that every problem's file is made again (each the output of the job that
+        writes the file: a checkpoint's bundle directory, a table, a claim), in the run of ``configfiles``
+        (none: the embedded default); and the problems whose file no job of that run makes."""
+        made = producers(needed_jobs(Plan.from_files(list(configfiles))))
+        owner = {(self.workdir / out).resolve(): out for out in made}
+        targets: dict[str, None] = {}
+        unowned = []
+        for problem in self.problems:
+            path = (self.workdir / problem.path).resolve()
+            found = next((owner[p] for p in (path, *path.parents) if p in owner), None)
+            if found is None:
+                unowned.append(problem)
+            else:
+                targets[found] = None
+        return list(targets), unowned
+
+    def repair_command(self, targets: list[str], configfiles=(), snakemake: str = "snakemake") -> str:
+        """The one command that rebuilds ``targets`` (``rebuild_targets``) and what depends on them, bit for bit,
+        in the run of ``configfiles``; it runs from any directory."""
+        cmd = [snakemake, "--snakefile", str(CHECKOUT / "Snakefile"), "--directory", str(self.workdir.resolve())]
+        for f in configfiles:
+            cmd += ["--configfile", str(Path(f).resolve())]
+        return shlex.join([*cmd, "--cores", "all", "--forcerun", *targets])
 
 
 def verify(results: str | Path, workdir: str | Path | None = None, published: bool = False) -> Verification:
@@ -139,10 +178,12 @@ class _Checker:
             return
         self.v.checked["tables"] += 1
         try:
-            table = pq.read_table(str(path))
-        except (pa.ArrowException, OSError, ValueError) as err:  # a damaged or non-Parquet file
-            self.problem(path, f"not a readable Parquet file ({err})", rule)
-            return
+            self.table_content(path, rule)
+        except DAMAGE as err:  # a damaged or non-Parquet file, whatever the damage breaks on the way
+            self.problem(path, f"not a readable lmcflow table ({type(err).__name__}: {_short(err)})", rule)
+
+    def table_content(self, path: Path, rule: str) -> None:
+        table = pq.read_table(str(path))
         meta = table.schema.metadata or {}
         version = meta.get(SCHEMA_VERSION_KEY)
         if version is None:
@@ -161,21 +202,29 @@ class _Checker:
         elif table_content_sha256(table) != recorded.decode():
             self.problem(path, "content differs from the hash recorded when the workflow wrote it (edited by hand?)",
                          rule)
+        pandas_sha = meta.get(PANDAS_SHA256_KEY)  # tables written before it was recorded carry none
+        if pandas_sha is not None and hashlib.sha256(meta.get(b"pandas", b"")).hexdigest() != pandas_sha.decode():
+            self.problem(path, "its pandas metadata (column names and types as readers see them) differs from the "
+                               "hash recorded when the workflow wrote it", rule)
+        table.to_pandas()  # what every reader of the table does
 
     def hashed_files(self, table_path: Path, kind: str, path_col: str, hash_col: str, rule: str) -> None:
         if not table_path.exists():
             self.problem(table_path, "missing", self.table_rule(table_path))
             return
+        if any(p.path == self.rel(table_path) for p in self.v.problems):
+            return  # a damaged table's paths and hashes are no record: its files are checked once it is rebuilt
         try:
             df = pq.read_table(str(table_path), columns=[path_col, hash_col]).to_pandas()
-        except (pa.ArrowException, OSError, ValueError, KeyError) as err:
-            self.problem(table_path, f"cannot read its {path_col!r} and {hash_col!r} columns ({err})",
-                         self.table_rule(table_path))
+            files = list(dict.fromkeys(zip(df[path_col], df[hash_col], strict=True)))
+            paths = [self.resolve(recorded) for recorded, _ in files]
+        except DAMAGE as err:
+            self.problem(table_path, f"cannot read its {path_col!r} and {hash_col!r} columns "
+                                     f"({type(err).__name__}: {_short(err)})", self.table_rule(table_path))
             return
         where = self.rel(table_path)
         # one file may serve several rows (a pair block's permutations): check each file once
-        for recorded, digest in dict.fromkeys(zip(df[path_col], df[hash_col], strict=True)):
-            path = self.resolve(recorded)
+        for path, (_, digest) in zip(paths, files, strict=True):
             self.v.checked[f"{path_col.replace('_', ' ')}s"] += 1
             if not path.is_file():
                 self.problem(path, f"missing (named in {where})", rule)
@@ -198,13 +247,28 @@ class _Checker:
         missing = [k for k in ("tables_read", "provenance") if k not in claim]
         if missing:
             self.problem(path, f"records no {' or '.join(missing)} (written by an older lmcflow)", "claim")
-        for recorded in claim.get("tables_read") or []:
+        recorded_sha = claim.get(CLAIM_SHA256_KEY)  # claims written before it was recorded carry none
+        if recorded_sha is not None and recorded_sha != json_content_sha256(claim, CLAIM_SHA256_KEY):
+            self.problem(path, "content differs from the hash recorded when the claim job wrote it (edited by hand?)",
+                         "claim")
+        read = claim.get("tables_read") or []
+        if not (isinstance(read, list) and all(isinstance(t, str) and t and "\0" not in t for t in read)):
+            self.problem(path, f"tables_read is not a list of table paths ({_short(read)})", "claim")
+            return
+        for recorded in read:
             table = self.resolve(recorded)
             self.table(table, reader=f" (read by {self.rel(path)})")
             if table.exists():
                 self.newer(path, table, "claim", "which it reads")
+            else:  # the table's own problem rebuilds it, this one the claim (its tables_read may be what is damaged)
+                self.problem(path, f"reads {recorded}, which is missing", "claim")
 
     def newer(self, path: Path, than: Path, rule: str, relation: str) -> None:
         """``path`` must not be older than ``than``, an input of the job that wrote it."""
         if not self.v.published and path.stat().st_mtime_ns < than.stat().st_mtime_ns:
             self.problem(path, f"older than {self.rel(than)}, {relation}", rule)
+
+
+def _short(value, limit: int = 160) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[:limit] + "…"

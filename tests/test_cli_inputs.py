@@ -75,8 +75,7 @@ CASES = {  # args (folder names relative to the fixture), exit status, start of 
     "validate-missing-config": (("validate", "nope.yaml"), 2, "lmcflow validate: {t}/nope.yaml: no such config "
                                                               "file; give a YAML config"),
     "points-folder-as-config": (("points", "empty"), 2, "lmcflow points: {t}/empty: no such config file (a folder)"),
-    "validate-bad-yaml": (("validate", "bad.yaml"), 2, "lmcflow validate: {t}/bad.yaml: not valid YAML (while "
-                                                       "parsing"),
+    "validate-bad-yaml": (("validate", "bad.yaml"), 2, "lmcflow validate: {t}/bad.yaml:2:1: not valid YAML: "),
 }
 
 

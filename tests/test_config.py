@@ -182,7 +182,7 @@ def test_later_config_files_merge_onto_earlier_ones(tmp_path):
     assert cfg["studies"]["w"]["dataset"] == "fashion_mnist"
 
 
-@pytest.mark.parametrize("content", ["{}\n", "", "device: cpu\n", "studies: {}\n"])
+@pytest.mark.parametrize("content", ["{}\n", "device: cpu\n", "studies: {}\n"])
 def test_a_config_without_studies_is_refused(tmp_path, content):
     path = tmp_path / "empty.yaml"
     path.write_text(content)

@@ -160,7 +160,8 @@ def test_damage_is_named(run_a, tmp_path, capsys, damage, path, expect):
     damage(wd / path)
     assert main(["verify", str(wd / "results")]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 and lines[0].startswith(f"{path}: ") and expect in lines[0], lines
+    assert len(lines) == 3 and lines[0].startswith(f"{path}: ") and expect in lines[0], lines
+    assert lines[2].startswith("Made by no job of the run of config/config.yaml"), lines  # verify had no --configfile
     rules = {"work/models": "train", "work/align": "align", "results/tables": f"result_table_{Path(path).stem}"}
     rule = rules["/".join(path.split("/")[:2])]
     assert lines[0].endswith(f"[rule {rule}]") and lines[1].startswith("lmcflow verify: 1 problem in")

@@ -16,6 +16,7 @@ from lmcflow.io import (
     CONTENT_SHA256_KEY,
     SCHEMA_VERSION_KEY,
     TABLE_SCHEMA_VERSION,
+    json_content_sha256,
     sha256_file,
     table_content_sha256,
 )
@@ -86,7 +87,10 @@ def test_truncated_checkpoint_is_named(workdir, capsys):
     assert "differs from the" in line and "recorded in results/tables/runs.parquet" in line and "100 bytes" in line
     assert main(["verify", str(workdir / "results")]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == line and out[-1].startswith("lmcflow verify: 1 problem in") and "--forcerun FILE" in out[-1]
+    assert out[0] == line and out[1].startswith("lmcflow verify: 1 problem in")
+    # not a file of the embedded default config's run: verify says so rather than print a command for another run
+    assert out[2] == ("Made by no job of the run of config/config.yaml (the embedded default) (give verify the "
+                      "run's --configfile): work/models/s/p/seed-1.safetensors")
 
 
 def test_deleted_permutation_file_is_named(workdir):
@@ -148,7 +152,8 @@ def test_claim_without_provenance_and_missing_read_table(workdir):
     age(claim, 30)  # still newer than its tables, not newer than claims.parquet
     assert problems(workdir) == [
         "results/claims/c.json: records no provenance (written by an older lmcflow) [rule claim]",
-        "work/tables/s/layer_metrics.parquet: missing (read by results/claims/c.json) [rule study_table_layer_metrics]"]
+        "work/tables/s/layer_metrics.parquet: missing (read by results/claims/c.json) [rule study_table_layer_metrics]",
+        "results/claims/c.json: reads work/tables/s/layer_metrics.parquet, which is missing [rule claim]"]
 
 
 def test_workdir_option_and_bad_folders(workdir, tmp_path_factory, capsys):
@@ -196,4 +201,54 @@ def test_a_published_folder_is_checked_without_its_models_and_file_times(workdir
     assert not verify(workdir / "results").ok  # the same folder as a run's results: its models are missing
     (workdir / "work/tables/s/barriers.parquet").unlink()  # a table a claim read is still checked
     assert [str(p) for p in verify(workdir / "results", published=True).problems] == [
-        "work/tables/s/barriers.parquet: missing (read by results/claims/c.json) [rule study_barriers]"]
+        "work/tables/s/barriers.parquet: missing (read by results/claims/c.json) [rule study_barriers]",
+        "results/claims/c.json: reads work/tables/s/barriers.parquet, which is missing [rule claim]"]
+
+
+def test_edited_claim_is_named_by_its_content_hash(workdir):
+    path = workdir / "results/claims/c.json"
+    st = path.stat()
+    claim = json.loads(path.read_text())
+    claim["content_sha256"] = json_content_sha256(claim)
+    path.write_text(json.dumps(claim))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert problems(workdir) == []
+    path.write_text(json.dumps({**claim, "verdict": "refuted"}))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert problems(workdir) == ["results/claims/c.json: content differs from the hash recorded when the claim job "
+                                 "wrote it (edited by hand?) [rule claim]"]
+    path.write_text(json.dumps({**claim, "tables_read": 7}))
+    assert "results/claims/c.json: tables_read is not a list of table paths (7) [rule claim]" in problems(workdir)
+
+
+def test_renamed_pandas_column_is_named(workdir):
+    """The pandas metadata (what readers get as column names and dtypes) lies outside the content hash."""
+    path = workdir / "results/tables/barriers.parquet"
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    meta[b"pandas"] = meta[b"pandas"].replace(b'"value"', b'"valeu"')
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    assert problems(workdir) == ["results/tables/barriers.parquet: its pandas metadata (column names and types as "
+                                 "readers see them) differs from the hash recorded when the workflow wrote it "
+                                 "[rule result_table_barriers]"]
+
+
+def test_no_flipped_byte_makes_verify_raise(workdir):
+    """Every 3rd byte of a table, a checkpoint and the claim flipped in turn: a problem naming the file, or none
+    and the same content (tests/test_recovery.py does this on a real run)."""
+    for rel in ("results/tables/barriers.parquet", "work/tables/s/runs.parquet", "results/claims/c.json",
+                "work/models/s/p/seed-0.safetensors"):
+        path = workdir / rel
+        original, st = path.read_bytes(), path.stat()
+        for offset in range(0, len(original), 3):
+            damaged = bytearray(original)
+            damaged[offset] ^= 0xFF if offset % 2 else 0x01
+            path.write_bytes(bytes(damaged))
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            found = [p for p in verify(workdir / "results").problems if p.path == rel]
+            if not found:
+                assert rel.endswith(".parquet"), (rel, offset)  # JSON without a hash: no check of its values
+                assert pq.read_table(path).to_pandas().equals(pq.read_table(pa.BufferReader(original)).to_pandas())
+        path.write_bytes(original)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert problems(workdir) == []

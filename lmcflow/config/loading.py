@@ -4,6 +4,7 @@ every default."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import yaml
@@ -57,27 +58,82 @@ def _typed(value):
     return value
 
 
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
 def _scalar(v):
-    return yaml.safe_load(v) if isinstance(v, str) else v
+    """A scalar as the command line means it: numbers as Python reads them (YAML 1.1 reads ``1e-4`` as a
+    string), anything else as YAML types it."""
+    if not isinstance(v, str):
+        return v
+    if _NUMBER.fullmatch(v.strip()):
+        return int(v) if re.fullmatch(r"[-+]?\d+", v.strip()) else float(v)
+    try:
+        return yaml.safe_load(v)
+    except yaml.YAMLError:
+        return v
+
+
+def parse_overrides(entries) -> dict:
+    """``--config`` entries as a nested mapping: ``KEY=VALUE``, where a dotted KEY names a nested key
+    (``defaults.train.epochs=3`` is ``{"defaults": {"train": {"epochs": 3}}}``) and VALUE is a YAML value
+    (``studies.width.seeds=[0,1,2]``); later entries win. Validated with the rest of the config."""
+    out: dict = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        parts = key.split(".")
+        if not sep or not all(re.fullmatch(r"[A-Za-z_][\w-]*", p) for p in parts):
+            raise ConfigError(f"--config {entry}: expected KEY=VALUE with KEY a config key or a dotted path to "
+                              f"one, e.g. --config defaults.train.epochs=3 (config/README.md lists every key)")
+        nested = _typed(_scalar(value)) if value else None
+        for part in reversed(parts):
+            nested = {part: nested}
+        out = deep_merge(out, nested)
+    return out
+
+
+def top_level_keys() -> list[str]:
+    return list(load_schema()["properties"])
+
+
+def load_config_file(path) -> dict:
+    """One config file as a mapping, or a ConfigError naming the file (and line and column for bad YAML): a
+    missing, empty or non-mapping file, invalid YAML, a top-level key that is no config key."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{path}: no such config file" + (" (a folder)" if p.is_dir() else "")
+                          + "; give a YAML config such as config/config.yaml, or none for the embedded default")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a text (UTF-8) file ({err})") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        what = " ".join(str(getattr(err, "problem", None) or err).split())
+        raise ConfigError(f"{where}: not valid YAML: {what}") from None
+    if data is None:
+        raise ConfigError(f"{path}: empty config file; a config names at least one study under `studies:` "
+                          f"(config/config.yaml shows the form, config/README.md documents every key)")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys, got a YAML {type(data).__name__}")
+    known = top_level_keys()
+    unknown = [k for k in data if k not in known]
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level key {unknown[0]!r}; a config's keys are {', '.join(known)} "
+                          f"(config/README.md documents each)")
+    return data
 
 
 def resolve_config(configfiles=(), overrides: dict | None = None, default_path=DEFAULT_CONFIG) -> dict:
     """The config of a run: the embedded default, or the given config files (merged in order) on top of the
     default's settings without its studies and claims; ``overrides`` (``--config key=value``) last."""
 
-    def load(path) -> dict:
-        data = yaml.safe_load(Path(path).read_text())
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
-        return data
-
-    default = load(default_path)
+    default = load_config_file(default_path)
     if configfiles:
         user: dict = {}
         for f in configfiles:
-            user = deep_merge(user, load(f))
+            user = deep_merge(user, load_config_file(f))
         source = ", ".join(str(f) for f in configfiles)
         if not user.get("studies"):
             validate_config(user, source)  # raises: what a config must hold
@@ -85,6 +141,10 @@ def resolve_config(configfiles=(), overrides: dict | None = None, default_path=D
     else:
         cfg, source = default, str(default_path)
     if overrides:
+        unknown = [k for k in overrides if k not in top_level_keys()]
+        if unknown:
+            raise ConfigError(f"--config {unknown[0]}=…: unknown top-level key {unknown[0]!r}; a config's keys are "
+                              f"{', '.join(top_level_keys())} (config/README.md documents each)")
         cfg = deep_merge(cfg, {k: _typed(v) for k, v in dict(overrides).items()})
         source += " with --config overrides"
     return add_replicate_studies(validate_config(cfg, source))

@@ -14,7 +14,7 @@ from pathlib import Path
 from lmcflow import claims as claims_mod
 from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import REPLICATE_INPUT, Point, replicate_claim_cfg
-from lmcflow.io import write_json, write_text
+from lmcflow.io import json_content_sha256, write_json, write_text
 from lmcflow.provenance import machine_provenance, provenance
 from lmcflow.tables import (
     barrier_rows,
@@ -69,6 +69,7 @@ def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_
     result["provenance"] = provenance(concat_tables(runs_paths, "runs"))
     read = {str(p) for paths in table_paths.values() for p in ([paths] if isinstance(paths, str) else paths)}
     result["tables_read"] = sorted(read | {str(p) for p in runs_paths})
+    result["content_sha256"] = json_content_sha256(result)
     write_json(out_json, result)
 
     def num(v):

@@ -5,6 +5,9 @@ as Snakemake passes them; the rule files call them through ``workflow/rules/comm
 """
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 from lmcflow.claims import claim_studies
 from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
@@ -118,6 +121,26 @@ class Plan(PlanBase):
     def train_models(self, wc):
         seeds = self.block_seeds(wc)
         return {p.point: {s: self.model_paths(wc.study, p.point, s) for s in seeds} for p in self.group_points(wc)}
+
+    def train_members(self, wc):
+        """Every file a train job leaves in its bundle directory (its output): each model's checkpoint and run
+        row."""
+        return [f for seeds in self.train_models(wc).values() for files in seeds.values() for f in files]
+
+    def incomplete_bundles(self):
+        """{bundle directory: the member files it lacks} of every train job whose directory exists without all
+        of them (a damaged checkpoint deleted, say). Snakemake sees only the directory, so the workflow marks
+        these out of date (``lmcflow.io.mark_out_of_date``) and their train jobs rerun."""
+        out = {}
+        for (study, group), pts in self.groups.items():
+            for block in seed_blocks(pts[0]):
+                bundle = self.bundle_dir(study, group, block)
+                if Path(bundle).is_dir():
+                    wc = SimpleNamespace(study=study, group=group, block=str(block))
+                    missing = [f for f in self.train_members(wc) if not Path(f).is_file()]
+                    if missing:
+                        out[bundle] = missing
+        return out
 
     # ----------------------------------------------------------------------- rules interpolate, align, mechanism
     def merge_entries(self, wc):

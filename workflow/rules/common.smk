@@ -15,6 +15,8 @@ os.environ.update(
 )
 
 from lmcflow.config import ConfigError, canonical
+from lmcflow.io import mark_out_of_date
+from snakemake.logging import logger
 from lmcflow.kernels import kernel_env
 from lmcflow.plan import CONCAT_KINDS, RESULT_KINDS, Plan
 from lmcflow.plan.rules import IDENT_ANALYSIS_KEYS
@@ -32,6 +34,12 @@ except ConfigError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 config.clear()
 config.update(PLAN.config)
+
+# A bundle directory without all its checkpoints and run rows (one deleted as damaged) is not a finished
+# output: Snakemake sees only the directory, so date it before its inputs and its train job reruns.
+for bundle, missing in PLAN.incomplete_bundles().items():
+    mark_out_of_date(bundle)
+    logger.warning(f"{bundle} lacks {', '.join(Path(f).name for f in missing)}: its train job reruns")
 
 RESULTS, WORK, LOGS = PLAN.results, PLAN.work, PLAN.logs
 CLAIM_CFG = PLAN.claim_cfg
