@@ -56,7 +56,8 @@ from lmcflow.config.points import (
 )
 
 __all__ = [
-    "REPLICATE_INPUT", "load_config_file", "parse_overrides", "add_replicate_studies", "replicate_claim_cfg", "replicate_name", "replicate_of",
+    "load_config_file", "parse_overrides",
+    "REPLICATE_INPUT", "add_replicate_studies", "replicate_claim_cfg", "replicate_name", "replicate_of",
     "ALIGNABLE_ARCHS", "ANALYSIS_FLAGS", "BUFFER_SYMMETRY_KEYS", "DEFAULT_CONFIG", "EXECUTION_KEYS", "POINT_BLOCKS",
     "STUDY_KEYS", "ConfigError", "Point", "alignment_params", "analysis_params", "bundle_key", "canonical",
     "check_alignment_semantics", "check_bundle_points", "check_identifiability_semantics", "check_semantics",
