@@ -21,6 +21,7 @@ from pathlib import Path
 from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
 from lmcflow.claims.margins import margin_text
+from lmcflow.claims.regime import BELOW_REGIME, qualified_verdict
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points
 from lmcflow.grouping import all_grid_groups
@@ -53,6 +54,14 @@ def format_claim(r: dict) -> str:
     ours_at = ", ".join(f"{k}={scale[k]}" for k in ("dataset", "arch", "widths", "epochs") if scale.get(k))
     lines = [(f"{r['claim_id']:28s} {r['verdict']:14s} {r['statistic_name']} = {_g(r['statistic'])} {ci} "
               f"(n_seeds={r['n_seeds']}, study={r['study']})")]
+    if r.get("regime"):  # a width claim: the paper's scale beside ours, and where the barrier's fit meets its bound
+        below = r.get("verdict_qualifier") == BELOW_REGIME
+        crossing = ("" if _g(r.get("crossing_width")) == "—" else
+                    f"; predicted crossing width ×{_g(r['crossing_width'])}"
+                    + ("" if _g(r.get("crossing_width_ci_low")) == "—" else
+                       f" [{_g(r['crossing_width_ci_low'])}, {_g(r['crossing_width_ci_high'])}]"))
+        lines.append(f"{'':28s} regime: {r['regime']}{crossing}"
+                     + (" — below the paper's regime: not evidence against the paper" if below else ""))
     if r["reason"]:
         lines.append(f"{'':28s} reason: {r['reason']}")
     if r.get("convention_margin"):  # the verdict rests on a threshold we chose
@@ -109,7 +118,14 @@ def claims_markdown(results: str | Path) -> str:
             stat += f" ({r['reason']})"
         if r.get("decided_by_convention"):
             stat += f" ({margin_text(r['decided_by_convention'])})"
-        line = (f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {r['verdict']} | {_md(stat)} | "
+        reg = r.get("regime") or {}
+        if reg.get("predicted_crossing_width"):
+            ci = reg.get("predicted_crossing_width_ci")
+            stat += (f"; predicted crossing width ×{reg['predicted_crossing_width']:.3g}"
+                     + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""))
+        shown = qualified_verdict(r) if reg.get("verdict_qualifier") else (
+            f"{r['verdict']} ({reg['label']})" if reg and not reg.get("reached") else r["verdict"])
+        line = (f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {_md(shown)} | {_md(stat)} | "
                 f"{_md(values)} |")
         if replicated:
             rep = r.get("replication")

@@ -158,7 +158,14 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         studies = [s for s in str(r["study"]).split(",") if s in study_categories]
         figures = ", ".join(f"`{s}`_" for s in studies)
         claim_cell = f"``{r['claim_id']}``" + (f" ({figures})" if figures else "")
-        lines += [f"   * - {claim_cell}", f"     - **{r['verdict']}**", f"     - {_rst_cell(ours)}",
+        regime = ""
+        if r.get("regime"):  # a width claim: where our widest width stands against the paper's
+            short = r["regime"].replace("not reached at ", "")  # "×1; the paper: ×16"
+            regime = (f"(below regime: {short})" if r.get("verdict_qualifier") else
+                      f"({r['regime']})" if not short.startswith("reached") else "")
+            if r.get("crossing_width") == r.get("crossing_width"):
+                ours += f"; crossing ×{num(r['crossing_width'])}"
+        lines += [f"   * - {claim_cell}", f"     - **{r['verdict']}**" + (f" {_rst_cell(regime)}" if regime else ""), f"     - {_rst_cell(ours)}",
                   f"     - {_rst_cell(paper)}"]
     write_text(out, "\n".join(lines) + "\n")
 
