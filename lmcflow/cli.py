@@ -5,6 +5,7 @@
     lmcflow claims [results]              # verdicts, statistic and CI, convention margin, endpoint gate, controls,
                                           # the paper's value beside ours and whether it is comparable
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
+    lmcflow claims --update-doc FILE      # rewrite FILE's marked verdict tables from the runs they name
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
     lmcflow verify evidence/RUN/results --published  # tables and claims of a published run
     lmcflow verify [results] --against DIR  # same bits? same verdicts? (exit 1 unless every verdict agrees)
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -136,6 +138,27 @@ def claims_markdown(results: str | Path) -> str:
     return "\n".join(lines)
 
 
+VERDICT_BLOCK = re.compile(r"(<!-- verdicts: lmcflow claims --markdown (\S+) -->\n)(.*?)(\n<!-- /verdicts -->)", re.S)
+
+
+def verdict_table(repo: Path, results: str) -> str:
+    """A doc's verdict table of the run in ``repo / results``: ``claims_markdown``, or a line saying the run is not
+    there yet (a regime run whose evidence has not been committed)."""
+    if not (repo / results / "claims").is_dir():
+        return f"(no verdicts yet: `{results}` does not exist; it is written by the run named above)"
+    return claims_markdown(repo / results)
+
+
+def update_verdict_tables(doc: Path, repo: Path) -> bool:
+    """Rewrite every ``<!-- verdicts: lmcflow claims --markdown DIR -->`` … ``<!-- /verdicts -->`` block of ``doc``
+    from DIR (relative to ``repo``); True if the file changed."""
+    text = doc.read_text()
+    new = VERDICT_BLOCK.sub(lambda m: m.group(1) + verdict_table(repo, m.group(2)) + m.group(4), text)
+    if new != text:
+        doc.write_text(new)
+    return new != text
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="lmcflow", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -146,6 +169,9 @@ def main(argv=None) -> int:
     c = sub.add_parser("claims", help="print claim verdicts")
     c.add_argument("results", nargs="?", default="results")
     c.add_argument("--markdown", action="store_true", help="a Markdown table from RESULTS/claims/*.json")
+    c.add_argument("--update-doc", metavar="FILE", nargs="+", help="rewrite the verdict tables between "
+                   "'<!-- verdicts: lmcflow claims --markdown DIR -->' and '<!-- /verdicts -->' in FILE from DIR "
+                   "(relative to the current directory)")
     v = sub.add_parser("verify", help="check that a results folder is what its tables say it is (exit 1 if not)")
     v.add_argument("results", nargs="?", default="results")
     v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
@@ -169,6 +195,10 @@ def main(argv=None) -> int:
             for (study, pid), p in points.items():
                 print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)} "
                       f"group={group_of[(study, pid)]}")
+        elif args.cmd == "claims" and args.update_doc:
+            for doc in args.update_doc:
+                changed = update_verdict_tables(Path(doc), Path.cwd())
+                print(f"{doc}: {'updated' if changed else 'unchanged'}")
         elif args.cmd == "claims" and args.markdown:
             print(claims_markdown(args.results))
         elif args.cmd == "claims":
