@@ -14,6 +14,8 @@ are in docs/reproducibility.md.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 import json
 import logging
@@ -183,9 +185,6 @@ def keep_freed_memory() -> bool:
     By default glibc maps every allocation above its mmap threshold afresh and unmaps it on free, so a wide
     model's training step maps and zeroes the same memory again each step: ~30,000 page faults and ~90 ms of
     kernel time per ×8 MLP step (docs/performance.md). Allocation only, never arithmetic: no bit changes."""
-    import ctypes
-    import ctypes.util
-
     name = ctypes.util.find_library("c")
     if not name or platform.system() != "Linux":
         return False
