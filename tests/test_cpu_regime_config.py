@@ -27,6 +27,7 @@ def test_intrinsic_dim_trains_on_the_authors_setup():
     trained = [p for p in expand_points(cfg).values() if p.study == "intrinsic_dim" and p.train["epochs"] > 0]
     assert {p.train["epochs"] for p in trained} == {30} and {p.dataset for p in trained} == set(data)
     assert all(p.model["norm"] == "layernorm" and p.model["activation"] == "gelu" for p in trained)
+    assert all(p.model["symmetry"]["n_fixed"] == 64 and p.model["init"]["weights"] == "paper" for p in trained)
     assert set(cfg["claims"]) >= {"width-merge-accuracy", "temperature-calibration", "intrinsic-dimension-lmc"}
 
 

@@ -77,6 +77,14 @@ def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_
     log.info(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {num(result['statistic'])} "
              f"[{num(result['ci_low'])}, {num(result['ci_high'])}], n_seeds={result['n_seeds']})"
              + (f" reason: {result['reason']}" if result["reason"] else ""))
+    reg = result.get("regime")
+    if reg:
+        ci = reg.get("predicted_crossing_width_ci")
+        log.info(f"[claim] {cid}: regime {reg['label']}"
+                 + (" — below the paper's regime, not evidence against it" if reg["verdict_qualifier"] else "")
+                 + ("" if reg.get("predicted_crossing_width") is None else
+                    f"; predicted crossing width ×{num(reg['predicted_crossing_width'])}"
+                    + (f" [{num(ci[0])}, {num(ci[1])}]" if ci else "")))
     if "replication" in result:
         rep = result["replication"]
         log.info(f"[claim] {cid} on the replicate seeds {rep['seeds']}: {rep['verdict']} ({num(rep['statistic'])} "
