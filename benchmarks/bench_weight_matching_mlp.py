@@ -4,8 +4,9 @@ Two seeded random MLPs of the width study (784 → 512w → 512w → 10, default
 ``lmcflow.alignment.weight_matching`` (cached cost terms updated by the moved rows, no-op steps skipped, the
 objective read from the last cost) and by ``tests/reference_alignment.reference_weight_matching`` (every cost
 recomputed every sweep, as before), alternately ``--reps`` times (medians: a change of load hits both). Both run
-in float64 on one thread with the allocator set up as lmcflow's jobs do (``lmcflow.kernels.keep_freed_memory``). Prints both times, the sweeps, the relative difference of the final
-objectives and whether the permutations are identical; summary line last:
+in float64 on one thread with the allocator set up as lmcflow's jobs do (``lmcflow.kernels.keep_freed_memory``).
+Prints both times, the sweeps, the relative difference of the final objectives and whether the permutations are
+identical; summary line last:
 ``weight_matching_speedup_x8=… objective_rel_diff=…``.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_weight_matching_mlp.py [--width 8] [--seed 0] [--reps 3]

@@ -16,8 +16,8 @@ from lmcflow.claims.regime import (
     qualified_verdict,
     regime_block,
 )
-from lmcflow.cli import claims_markdown, format_claim
 from lmcflow.claims.width import PAPER
+from lmcflow.cli import claims_markdown, format_claim
 from tests.claim_tables import SEEDS, table, working_runs
 
 GRID = (0.0625, 0.125, 0.25, 0.5, 1.0)

@@ -173,7 +173,8 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
                       f"({r['regime']})" if not short.startswith("reached") else "")
             if r.get("crossing_width") == r.get("crossing_width"):
                 ours += f"; crossing ×{num(r['crossing_width'])}"
-        lines += [f"   * - {claim_cell}", f"     - **{r['verdict']}**" + (f" {_rst_cell(regime)}" if regime else ""), f"     - {_rst_cell(ours)}",
+        verdict = f"**{r['verdict']}**" + (f" {_rst_cell(regime)}" if regime else "")
+        lines += [f"   * - {claim_cell}", f"     - {verdict}", f"     - {_rst_cell(ours)}",
                   f"     - {_rst_cell(paper)}"]
     write_text(out, "\n".join(lines) + "\n")
 
