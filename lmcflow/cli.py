@@ -7,6 +7,7 @@
     lmcflow claims [results]              # verdicts, statistic and CI, convention margin, endpoint gate, controls,
                                           # the paper's value beside ours and whether it is comparable
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
+    lmcflow claims --update-doc FILE      # rewrite FILE's marked verdict tables from the runs they name
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
     lmcflow verify evidence/RUN/results --published  # tables and claims of a published run
     lmcflow verify [results] --against DIR  # same bits? same verdicts? (exit 1 unless every verdict agrees)
@@ -20,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -27,6 +29,7 @@ from pathlib import Path
 from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
 from lmcflow.claims.margins import margin_text
+from lmcflow.claims.regime import BELOW_REGIME, qualified_verdict
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points, parse_overrides, resolve_config
 from lmcflow.grouping import all_grid_groups
@@ -63,6 +66,14 @@ def format_claim(r: dict) -> str:
     ours_at = ", ".join(f"{k}={scale[k]}" for k in ("dataset", "arch", "widths", "epochs") if scale.get(k))
     lines = [(f"{r['claim_id']:28s} {r['verdict']:14s} {r['statistic_name']} = {_g(r['statistic'])} {ci} "
               f"(n_seeds={r['n_seeds']}, study={r['study']})")]
+    if r.get("regime"):  # a width claim: the paper's scale beside ours, and where the barrier's fit meets its bound
+        below = r.get("verdict_qualifier") == BELOW_REGIME
+        crossing = ("" if _g(r.get("crossing_width")) == "—" else
+                    f"; predicted crossing width ×{_g(r['crossing_width'])}"
+                    + ("" if _g(r.get("crossing_width_ci_low")) == "—" else
+                       f" [{_g(r['crossing_width_ci_low'])}, {_g(r['crossing_width_ci_high'])}]"))
+        lines.append(f"{'':28s} regime: {r['regime']}{crossing}"
+                     + (" — below the paper's regime: not evidence against the paper" if below else ""))
     if r["reason"]:
         lines.append(f"{'':28s} reason: {r['reason']}")
     if r.get("convention_margin"):  # the verdict rests on a threshold we chose
@@ -119,7 +130,14 @@ def claims_markdown(results: str | Path) -> str:
             stat += f" ({r['reason']})"
         if r.get("decided_by_convention"):
             stat += f" ({margin_text(r['decided_by_convention'])})"
-        line = (f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {r['verdict']} | {_md(stat)} | "
+        reg = r.get("regime") or {}
+        if reg.get("predicted_crossing_width"):
+            ci = reg.get("predicted_crossing_width_ci")
+            stat += (f"; predicted crossing width ×{reg['predicted_crossing_width']:.3g}"
+                     + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""))
+        shown = qualified_verdict(r) if reg.get("verdict_qualifier") else (
+            f"{r['verdict']} ({reg['label']})" if reg and not reg.get("reached") else r["verdict"])
+        line = (f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {_md(shown)} | {_md(stat)} | "
                 f"{_md(values)} |")
         if replicated:
             rep = r.get("replication")
@@ -128,6 +146,27 @@ def claims_markdown(results: str | Path) -> str:
                      + ("" if rep["replicated"] else " (**not replicated**)") + " |")
         lines.append(line)
     return "\n".join(lines)
+
+
+VERDICT_BLOCK = re.compile(r"(<!-- verdicts: lmcflow claims --markdown (\S+) -->\n)(.*?)(\n<!-- /verdicts -->)", re.S)
+
+
+def verdict_table(repo: Path, results: str) -> str:
+    """A doc's verdict table of the run in ``repo / results``: ``claims_markdown``, or a line saying the run is not
+    there yet (a regime run whose evidence has not been committed)."""
+    if not (repo / results / "claims").is_dir():
+        return f"(no verdicts yet: `{results}` does not exist; it is written by the run named above)"
+    return claims_markdown(repo / results)
+
+
+def update_verdict_tables(doc: Path, repo: Path) -> bool:
+    """Rewrite every ``<!-- verdicts: lmcflow claims --markdown DIR -->`` … ``<!-- /verdicts -->`` block of ``doc``
+    from DIR (relative to ``repo``); True if the file changed."""
+    text = doc.read_text()
+    new = VERDICT_BLOCK.sub(lambda m: m.group(1) + verdict_table(repo, m.group(2)) + m.group(4), text)
+    if new != text:
+        doc.write_text(new)
+    return new != text
 
 
 def main(argv=None) -> int:
@@ -144,6 +183,9 @@ def main(argv=None) -> int:
     c = sub.add_parser("claims", help="print claim verdicts")
     c.add_argument("results", nargs="?", default="results")
     c.add_argument("--markdown", action="store_true", help="a Markdown table from RESULTS/claims/*.json")
+    c.add_argument("--update-doc", metavar="FILE", nargs="+", help="rewrite the verdict tables between "
+                   "'<!-- verdicts: lmcflow claims --markdown DIR -->' and '<!-- /verdicts -->' in FILE from DIR "
+                   "(relative to the current directory)")
     v = sub.add_parser("verify", help="check that a results folder is what its tables say it is (exit 1 if not)")
     v.add_argument("results", nargs="?", default="results")
     v.add_argument("--workdir", help="the workflow's working directory, which the paths in the tables are "
@@ -182,6 +224,10 @@ def main(argv=None) -> int:
             for (study, pid), p in points.items():
                 print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)} "
                       f"group={group_of[(study, pid)]}")
+        elif args.cmd == "claims" and args.update_doc:
+            for doc in args.update_doc:
+                changed = update_verdict_tables(Path(doc), Path.cwd())
+                print(f"{doc}: {'updated' if changed else 'unchanged'}")
         elif args.cmd == "claims" and args.markdown:
             print(claims_markdown(args.results))
         elif args.cmd == "claims":

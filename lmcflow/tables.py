@@ -56,6 +56,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("convention_margin", "string"),
         ("replicate_seeds", "string"), ("replicate_verdict", "string"), ("replicate_statistic", "float64"),
         ("replicate_ci_low", "float64"), ("replicate_ci_high", "float64"), ("replicated", "string"),
+        ("regime", "string"), ("verdict_qualifier", "string"), ("paper_width", "float64"), ("our_widest", "float64"),
+        ("crossing_width", "float64"), ("crossing_width_ci_low", "float64"), ("crossing_width_ci_high", "float64"),
     ],
 }
 

@@ -331,3 +331,20 @@ def test_config_readme_defaults_are_the_schemas():
                         f"schema default {defaults[name][key]!r}")
                     compared += 1
     assert compared >= 60, f"only {compared} documented defaults compared"
+
+
+def test_every_marked_verdict_table_in_the_docs_is_generated_from_its_run(tmp_path):
+    """docs/claims.md's table of the regime run (and any other marked table outside the README) is what
+    `lmcflow claims --update-doc` writes: the run's claims_markdown, or the not-yet-run line."""
+    from lmcflow.cli import VERDICT_BLOCK, update_verdict_tables, verdict_table
+
+    blocks = [(doc, m) for doc in DOCS if doc != README for m in VERDICT_BLOCK.finditer(doc.read_text())]
+    assert any(m.group(2) == "evidence/cpu_regime/results" for _, m in blocks)
+    for doc, m in blocks:
+        assert m.group(3) == verdict_table(REPO, m.group(2)), f"{doc}: run `lmcflow claims --update-doc {doc}`"
+    # the same mechanism fills a block once the run exists
+    doc = tmp_path / "doc.md"
+    doc.write_text("x\n<!-- verdicts: lmcflow claims --markdown evidence/cpu-default/results -->\nSTALE TABLE\n"
+                   "<!-- /verdicts -->\n")
+    assert update_verdict_tables(doc, REPO)
+    assert claims_markdown(EVIDENCE) in doc.read_text() and "STALE TABLE" not in doc.read_text()

@@ -75,3 +75,13 @@ def test_threads_come_from_the_config():
                  "print(torch.get_num_threads(), torch.get_num_interop_threads())")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["3", "1"]
+
+
+def test_torch_jobs_keep_freed_memory_on_glibc():
+    """start_job sets glibc's allocator to keep freed memory (mallopt succeeds: glibc returns 1)."""
+    import platform
+
+    res = python("from lmcflow import kernels; print(kernels.keep_freed_memory())")
+    assert res.returncode == 0, res.stderr
+    expected = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    assert res.stdout.strip() == str(expected)

@@ -3,6 +3,7 @@ with links to the study's figures, one short table row per claim that renders as
 import docutils.core
 
 from lmcflow.claims.core import replication_columns
+from lmcflow.claims.regime import regime_columns
 from lmcflow.jobs.report import run_report_front_page
 from lmcflow.tables import write_table
 
@@ -13,13 +14,14 @@ ROWS = [
      "paper_quantity": "plain-average midpoint error barrier", "paper_value": 0.0052,
      "paper_scale": "MLP, 16x width, MNIST", "our_value": 0.0281, "scale": "x1",
      "paper_comparable": "not comparable: paper: dataset mnist vs ours fashion_mnist; width 16 vs ours 1",
-     "endpoint_gate": "passed (25 models)", "convention_margin": "", **replication_columns(None)},
+     "endpoint_gate": "passed (25 models)", "convention_margin": "", **replication_columns(None),
+     **regime_columns({})},
     {"claim_id": "sigma-f-identity", "paper": "Bürgin et al.", "statement": "s", "study": "sigma_f",
      "verdict": "inconclusive", "reason": "too few seeds", "statistic_name": "normalized identity objective",
      "statistic": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "ci_method": "", "n_seeds": 3,
      "n_pairs": 3, "controls": "", "paper_quantity": "", "paper_value": float("nan"), "paper_scale": "",
      "our_value": float("nan"), "scale": "", "paper_comparable": "", "endpoint_gate": "", "convention_margin": "",
-     **replication_columns(None)},
+     **replication_columns(None), **regime_columns({})},
 ]
 
 
@@ -62,3 +64,18 @@ def test_a_verdict_says_whether_it_replicated(tmp_path):
     run_report_front_page(str(tmp_path / "claims.parquet"), str(tmp_path / "front.rst"), ["width", "sigma_f"])
     cells = [r.split("\n     - ")[2] for r in (tmp_path / "front.rst").read_text().split("   * - ")[2:]]
     assert cells == ["0.0281 [0.0219, 0.0343] (not replicated)", "too few seeds (replicated)"]
+
+
+def test_a_width_claim_says_its_regime_and_predicted_crossing(tmp_path):
+    below = {"regime": {"label": "not reached at ×1; the paper: ×16", "verdict_qualifier": "below_regime",
+                        "paper_width": 16.0, "our_widest": 1.0, "predicted_crossing_width": 1.51,
+                        "predicted_crossing_width_ci": [0.92, 2.48]}}
+    rows = [dict(ROWS[0], **regime_columns(below)), dict(ROWS[1], **regime_columns({}))]
+    write_table(tmp_path / "claims.parquet", "claims", rows)
+    run_report_front_page(str(tmp_path / "claims.parquet"), str(tmp_path / "front.rst"), ["width"])
+    text = (tmp_path / "front.rst").read_text()
+    cells = text.split("   * - ")[2].split("\n     - ")
+    assert cells[1] == "**not_supported** (below regime: ×1; the paper: ×16)"
+    assert cells[2] == "0.0281 [0.0219, 0.0343]; crossing ×1.51"
+    assert text.split("   * - ")[3].split("\n     - ")[1] == "**inconclusive**"  # no regime: nothing added
+    assert max(len(line) for line in text.splitlines()[5:]) < 60

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lmcflow.claims import gates, margins, stats
+from lmcflow.claims import gates, margins, regime, stats
 from lmcflow.config import ConfigError, point_value, same_value, swept_values
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not_supported", "inconclusive"
@@ -302,6 +302,7 @@ def evaluate_claim(cid: str, ccfg: dict, tables: dict, scale: dict, scales: dict
     }
     if by_study:
         result["by_study"] = by_study
+    result["regime"] = regime.regime_block(claim_.paper, scale, verdict, outcome.details)
     return _plain(result)
 
 
@@ -353,6 +354,7 @@ def claim_row(result: dict) -> dict:
         "endpoint_gate": gates.gate_summary(result.get("endpoint_gate")),
         "convention_margin": margins.margin_text(result.get("decided_by_convention")),
         **replication_columns(result.get("replication")),
+        **regime.regime_columns(result),
     }
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from lmcflow.claims.core import PaperValue, need, pivot, select
+from lmcflow.claims.regime import Regime, register
 from lmcflow.claims.stats import trend_axis
 from lmcflow.config import ConfigError, mechanism_lambdas, mechanism_methods, same_value
 
@@ -43,6 +44,11 @@ TABLE1_ROWS = (
     Table1Row("vgg11", "cifar10", 16.0, 0.0131, 0.0700, "VGG-11, 16x width, CIFAR-10"),
     Table1Row("resnet20", "cifar10", 32.0, 0.0269, 0.0514, "ResNet-20, 32x width, CIFAR-10"),
 )
+
+
+register(PAPER, Regime({r.arch: r.width for r in TABLE1_ROWS},
+                        "Ito et al. 2026: the claims are made for sufficiently wide models (16x or 32x); Table 1 "
+                        "at MLP 16x, VGG-11 16x, ResNet-20 32x (width multipliers 0.125x … 32x studied)"))
 
 
 def table1_values(quantity: str, ours: str, value) -> tuple:

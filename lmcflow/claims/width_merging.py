@@ -8,6 +8,7 @@ e(½) − ½(e_A + e_B) of the paper's Table 1. Criteria and thresholds: docs/cl
 from __future__ import annotations
 
 from lmcflow.claims.core import Criterion, Outcome, claim, need, pivot, select
+from lmcflow.claims.regime import predicted_crossing
 from lmcflow.claims.stats import common_seeds, estimate, slope, spearman, trend_axis
 from lmcflow.claims.width import (
     PAPER,
@@ -72,7 +73,9 @@ def width_merge_accuracy(t: dict, p: dict) -> Outcome:
                 for dd in defs if dd != d}
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
         "widths": widths, "mean_barrier_by_width": {dd: means.list("value", dd) for dd in defs},
-        "spearman_log_width_vs_mean_barrier": spearman(x, means["value", d])})
+        "spearman_log_width_vs_mean_barrier": spearman(x, means["value", d]),
+        "crossing": predicted_crossing(sample, lambda m: m["value", d], widths, p["max_barrier_widest"],
+                                       "barrier_widest")})
 
 
 @claim(id="temperature-calibration", paper=PAPER, gate_endpoints=True,
@@ -100,7 +103,9 @@ def temperature_calibration(t: dict, p: dict) -> Outcome:
     means = sample.cells()
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
         "widths": widths, "mean_raw_by_width": means.list("value", raw),
-        "mean_calibrated_by_width": means.list("value", calibrated)})
+        "mean_calibrated_by_width": means.list("value", calibrated),
+        "crossing": predicted_crossing(sample, lambda m: m["value", calibrated], widths,
+                                       p["max_calibrated_barrier_widest"], "calibrated_widest")})
 
 
 # --------------------------------------------------------------------------- alignment

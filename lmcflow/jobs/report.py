@@ -78,6 +78,14 @@ def run_claim(cid: str, ccfg: dict, table_paths: dict, points: list[Point], out_
     log.info(f"[claim] {cid}: {result['verdict']} ({result['statistic_name']} = {num(result['statistic'])} "
              f"[{num(result['ci_low'])}, {num(result['ci_high'])}], n_seeds={result['n_seeds']})"
              + (f" reason: {result['reason']}" if result["reason"] else ""))
+    reg = result.get("regime")
+    if reg:
+        ci = reg.get("predicted_crossing_width_ci")
+        log.info(f"[claim] {cid}: regime {reg['label']}"
+                 + (" — below the paper's regime, not evidence against it" if reg["verdict_qualifier"] else "")
+                 + ("" if reg.get("predicted_crossing_width") is None else
+                    f"; predicted crossing width ×{num(reg['predicted_crossing_width'])}"
+                    + (f" [{num(ci[0])}, {num(ci[1])}]" if ci else "")))
     if "replication" in result:
         rep = result["replication"]
         log.info(f"[claim] {cid} on the replicate seeds {rep['seeds']}: {rep['verdict']} ({num(rep['statistic'])} "
@@ -159,7 +167,15 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         studies = [s for s in str(r["study"]).split(",") if s in study_categories]
         figures = ", ".join(f"`{s}`_" for s in studies)
         claim_cell = f"``{r['claim_id']}``" + (f" ({figures})" if figures else "")
-        lines += [f"   * - {claim_cell}", f"     - **{r['verdict']}**", f"     - {_rst_cell(ours)}",
+        regime = ""
+        if r.get("regime"):  # a width claim: where our widest width stands against the paper's
+            short = r["regime"].replace("not reached at ", "")  # "×1; the paper: ×16"
+            regime = (f"(below regime: {short})" if r.get("verdict_qualifier") else
+                      f"({r['regime']})" if not short.startswith("reached") else "")
+            if r.get("crossing_width") == r.get("crossing_width"):
+                ours += f"; crossing ×{num(r['crossing_width'])}"
+        verdict = f"**{r['verdict']}**" + (f" {_rst_cell(regime)}" if regime else "")
+        lines += [f"   * - {claim_cell}", f"     - {verdict}", f"     - {_rst_cell(ours)}",
                   f"     - {_rst_cell(paper)}"]
     write_text(out, "\n".join(lines) + "\n")
 

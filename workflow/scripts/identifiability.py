@@ -3,7 +3,7 @@ from lmcflow.kernels import start_job
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    start_job(snakemake.config["threads"]["merge"])
+    start_job(snakemake.threads)
     p = snakemake.params
     run_identifiability_group(p.points, p.pairs, p.data, snakemake.output.matching, snakemake.output.lmc,
                               device=p.device, interpolation=next(iter(snakemake.input.interpolation), None))

@@ -3,6 +3,6 @@ from lmcflow.kernels import start_job
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    start_job(snakemake.config["threads"]["merge"])
+    start_job(snakemake.threads)
     p = snakemake.params
     run_merge_group(p.points, p.pairs, p.data, snakemake.output[0], device=p.device)

@@ -4,7 +4,7 @@ from lmcflow.kernels import start_job
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    start_job(snakemake.config["threads"]["merge"])
+    start_job(snakemake.threads)
     p = snakemake.params
     run_mechanism_block(Point.from_dict(p.point), snakemake.wildcards.method, p.pairs, p.models, p.alignment,
                         snakemake.input.data, snakemake.output[0], device=p.device)

@@ -3,7 +3,7 @@ from lmcflow.kernels import start_job
 from lmcflow.logs import job_log
 
 with job_log(snakemake.log[0]):
-    start_job(snakemake.config["threads"]["train"])
+    start_job(snakemake.threads)  # what Snakemake gave the job: threads.train, capped by --cores
     p = snakemake.params
     points = {point["point"]: point for point in p.points}
     bundles = [[{"point": points[pid], "seed": seed, "ckpt": ckpt, "row": row}
