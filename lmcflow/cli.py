@@ -3,7 +3,8 @@
     lmcflow validate [my.yaml]            # schema + semantic checks, as at DAG construction
     lmcflow points [my.yaml]              # every study point, its seeds/pairs and grid group
     lmcflow claims [results]              # verdicts, statistic and CI, convention margin, endpoint gate, controls,
-                                          # the paper's value beside ours and whether it is comparable
+                                          # real vs null-partner statistics, the paper's value beside ours and
+                                          # whether it is comparable
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
     lmcflow verify evidence/RUN/results --published  # tables and claims of a published run
@@ -23,7 +24,7 @@ from lmcflow.claims import REGISTRY
 from lmcflow.claims.margins import margin_text
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points
-from lmcflow.grouping import all_grid_groups
+from lmcflow.grouping import all_grid_groups, pair_blocks
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
 from lmcflow.plan.trace import trace
@@ -61,6 +62,8 @@ def format_claim(r: dict) -> str:
         lines.append(f"{'':28s} endpoint gate: {r['endpoint_gate']}")
     if r["controls"]:
         lines.append(f"{'':28s} controls: {r['controls']}")
+    if r.get("null_controls"):  # the headline statistic on real pairs beside pairs with a null partner B
+        lines.append(f"{'':28s} null partners: {r['null_controls']}")
     if r["paper_quantity"]:
         lines.append(f"{'':28s} paper: {r['paper_quantity']} = {_g(r['paper_value'])} ({r['paper_scale']}) | "
                      f"ours: {_g(r['our_value'])} ({ours_at})"
@@ -151,7 +154,8 @@ def main(argv=None) -> int:
             _, points = load_and_check(args.config)
             group_of = {(s, p.point): g for (s, g), pts in all_grid_groups(points).items() for p in pts}
             for (study, pid), p in points.items():
-                print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)} "
+                print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} "
+                      f"pairs={sum(len(v) for v in pair_blocks(p).values())} "
                       f"group={group_of[(study, pid)]}")
         elif args.cmd == "claims" and args.markdown:
             print(claims_markdown(args.results))

@@ -132,7 +132,9 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         "lmcflow: the verdicts of this run",
         "=================================",
         "",
-        f"{len(df)} claims: {summary}. Ours: the claim's statistic [95% CI]; paper: the paper's number where it "
+        f"{len(df)} claims: {summary}. Ours: the claim's statistic [95% CI]; null partners: the same statistic "
+        "with model B replaced by an untrained or shuffled-label partner of the same run; paper: the paper's "
+        "number where it "
         "gives one. What each measures: the claim JSONs under `claims`_ (or `lmcflow claims`); figures: the "
         "study links; the rule graph: Workflow in the menu.",
         "",
@@ -142,6 +144,7 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         "   * - claim (figures)",
         "     - verdict",
         "     - ours [95% CI]",
+        "     - null partners: real vs null, difference [95% CI]",
         "     - paper",
     ]
 
@@ -159,7 +162,7 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         figures = ", ".join(f"`{s}`_" for s in studies)
         claim_cell = f"``{r['claim_id']}``" + (f" ({figures})" if figures else "")
         lines += [f"   * - {claim_cell}", f"     - **{r['verdict']}**", f"     - {_rst_cell(ours)}",
-                  f"     - {_rst_cell(paper)}"]
+                  f"     - {_rst_cell(r.get('null_controls') or '–')}", f"     - {_rst_cell(paper)}"]
     write_text(out, "\n".join(lines) + "\n")
 
 
