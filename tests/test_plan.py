@@ -85,7 +85,8 @@ def test_null_partners_train_and_run_through_the_pair_jobs(default_plan):
     assert P.block_pairs(merge.wc) == [(a, 1000 + b) for a in range(5) for b in range(5) if a < b]
     (entry,) = P.merge_entries(merge.wc)
     assert entry["methods"] == ["identity", "weight_matching", "random_permutation"]
-    assert entry["models"][0][0] == "work/models/width/grid__width-1/bundle-0/width-1__weight_decay-0.003/seed-0.safetensors"
+    real_bundle = "work/models/width/grid__width-1/bundle-0/width-1__weight_decay-0.003"
+    assert entry["models"][0][0] == f"{real_bundle}/seed-0.safetensors"
     assert entry["models"][1004][0] == f"work/models/width/{untrained.point}/bundle-200/seed-1004.safetensors"
     align = job(P, "align", study="width", point=shuffled.point, method="weight_matching", blocks="0-400")
     assert align.input["bundles"] == ["work/models/width/grid__width-1/bundle-0",

@@ -366,6 +366,7 @@ def claim_row(result: dict) -> dict:
         "endpoint_gate": gates.gate_summary(result.get("endpoint_gate")),
         "null_controls": nulls.null_summary(result.get("null_controls"))
         or ("not run: no null partners at the claim's points" if result.get("null_controls") == [] else ""),
+        **nulls.null_columns(result.get("null_controls")),
         "convention_margin": margins.margin_text(result.get("decided_by_convention")),
         **replication_columns(result.get("replication")),
     }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from lmcflow.claims.stats import Estimate, difference
-from lmcflow.config.partners import PARTNER_SEED_OFFSET, PARTNER_SEP, REAL
+from lmcflow.config.partners import PARTNER_KINDS, PARTNER_SEED_OFFSET, PARTNER_SEP, REAL
 
 PARTNER = "partner"
 CONTROL_SOURCE = ("control: the same statistic on pairs (real A, null partner B) of the same run; real − null, "
@@ -25,7 +25,7 @@ CONTROL_SOURCE = ("control: the same statistic on pairs (real A, null partner B)
 def split_partners(tables: dict) -> tuple[dict, dict]:
     """(the real rows of every table, {partner kind: tables of that kind's pairs as the claim reads real ones}).
 
-    A kind's tables hold its pair rows with ``seed_b`` (and a runs row's ``seed``) mapped back to the real seed b
+    A kind's tables hold its pair rows with ``seed_b`` (and a per-model row's ``seed``) mapped back to the real seed b
     it stands in for and ``point`` to the real point's id; a table without a ``partner`` column (a hand-made one)
     is real only."""
     kinds = sorted({k for df in tables.values() if PARTNER in df.columns for k in df[PARTNER].unique()} - {REAL})
@@ -39,7 +39,7 @@ def split_partners(tables: dict) -> tuple[dict, dict]:
                 out[kind] = df.iloc[0:0]
                 continue
             d = df[df[PARTNER] == k].copy()
-            for col in ("seed_b",) + (("seed",) if kind == "runs" else ()):
+            for col in ("seed_b", "seed"):  # a pair's B, a per-model row's model
                 if col in d.columns:
                     d[col] = d[col].to_numpy(np.int64) - off
             if "point" in d.columns:
@@ -123,3 +123,9 @@ def null_summary(records: list | None) -> str:
         parts.append(f"{r['kind']}: real {num(r['real']['statistic'])} vs null {num(r['null']['statistic'])}, "
                      f"difference {num(d['statistic'])} [{num(d['ci_low'])}, {num(d['ci_high'])}] {r['verdict']}")
     return "; ".join(parts)
+
+
+def null_columns(records: list | None) -> dict:
+    """claims.parquet's ``null_<kind>`` columns: the headline statistic on that kind's pairs (NaN: not run)."""
+    run = {r["kind"]: r["null"]["statistic"] for r in records or [] if r["status"] == "run"}
+    return {f"null_{k}": float("nan") if run.get(k) is None else float(run[k]) for k in PARTNER_KINDS}

@@ -1,10 +1,11 @@
 """Null partners: models B that have nothing to do with model A, trained in the same run as controls.
 
 ``analysis.null_partners: {kinds: [...], at: {...}}`` gives each matching trained point one partner point per
-kind: the same model and settings, seeds ``PARTNER_SEED_OFFSET[kind] + b`` for every seed b of the point. Kind ``untrained``: ``train.epochs: 0`` (the seeded initialisation);
-``shuffled_labels``: the same bundled training on the training labels permuted by a permutation drawn from the
-partner's own seed (``Dataset.with_shuffled_labels``). The partner point's pairs are (real a, partner of b): the pairs of the real point with B
-replaced, so a claim compares them pair by pair and the seed-level jackknife drops seed s from both.
+kind: the same model and settings, seeds ``PARTNER_SEED_OFFSET[kind] + b`` for every seed b of the point. Kind
+``untrained``: ``train.epochs: 0`` (the seeded initialisation); ``shuffled_labels``: the same bundled training on
+the training labels permuted by a permutation drawn from the partner's own seed (``Dataset.with_shuffled_labels``).
+The partner point's pairs are (real a, partner of b): the pairs of the real point with B replaced, so a claim
+compares them pair by pair and the seed-level jackknife drops seed s from both.
 """
 from __future__ import annotations
 

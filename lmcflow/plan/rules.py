@@ -10,8 +10,8 @@ import math
 from lmcflow.claims import claim_studies
 from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
-from lmcflow.grouping import pair_blocks, parse_blocks, seed_blocks, stacks
 from lmcflow.config.partners import REAL
+from lmcflow.grouping import pair_blocks, parse_blocks, seed_blocks, stacks
 from lmcflow.plan.core import PlanBase, is_merged
 
 # analysis keys each identifiability job reads (its params carry these only)
