@@ -212,8 +212,15 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
         if not any(m.data is d for d in distinct):
             distinct.append(m.data)
     data_of = torch.tensor([next(j for j, d in enumerate(distinct) if m.data is d) for m in members], device=device)
+    # datasets that differ only in their labels (shuffled-label partners) share one input tensor
+    x_distinct = []
+    for d in distinct:
+        if not any(d.x["train"] is x for x in x_distinct):
+            x_distinct.append(d.x["train"])
+    x_of = torch.tensor([next(j for j, x in enumerate(x_distinct) if d.x["train"] is x) for d in distinct],
+                        device=device)
     xs = [d.x["train"] for d in distinct]
-    x_all = xs[0] if len(xs) == 1 else torch.stack(xs)
+    x_all = xs[0] if len(xs) == 1 else torch.stack(x_distinct) if len(x_distinct) > 1 else x_distinct[0]
     y_all = distinct[0].y["train"] if len(xs) == 1 else torch.stack([d.y["train"] for d in distinct])
     sample_shape = tuple(xs[0].shape[1:])
     names = [m.name for m in members]
@@ -240,7 +247,11 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
                 yb = y_all.index_select(0, flat).view(k, b)
             else:
                 flat = (data_of[active][:, None] * n + idx).reshape(-1)
-                xb = x_all.view(-1, *sample_shape).index_select(0, flat).view(k, b, *sample_shape)
+                if len(x_distinct) > 1:
+                    flat_x = (x_of[data_of[active]][:, None] * n + idx).reshape(-1)
+                    xb = x_all.view(-1, *sample_shape).index_select(0, flat_x).view(k, b, *sample_shape)
+                else:
+                    xb = x_all.index_select(0, idx.reshape(-1)).view(k, b, *sample_shape)
                 yb = y_all.view(-1).index_select(0, flat).view(k, b)
             if augment == "crop_flip":
                 draws = [crop_flip_draws(b, gens[p]) for p in active]

@@ -5,7 +5,8 @@
     lmcflow run [SNAKEMAKE ARGS]          # those checks on the run's --configfile/--config, then snakemake
     lmcflow points [my.yaml]              # every study point, its seeds/pairs and grid group
     lmcflow claims [results]              # verdicts, statistic and CI, convention margin, endpoint gate, controls,
-                                          # the paper's value beside ours and whether it is comparable
+                                          # real vs null-partner statistics, the paper's value beside ours and
+                                          # whether it is comparable
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
     lmcflow claims --update-doc FILE      # rewrite FILE's marked verdict tables from the runs they name
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
@@ -32,7 +33,7 @@ from lmcflow.claims.margins import margin_text
 from lmcflow.claims.regime import BELOW_REGIME, qualified_verdict
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points, parse_overrides, resolve_config
-from lmcflow.grouping import all_grid_groups
+from lmcflow.grouping import all_grid_groups, pair_blocks
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
 from lmcflow.plan.requests import group_fits
@@ -82,6 +83,8 @@ def format_claim(r: dict) -> str:
         lines.append(f"{'':28s} endpoint gate: {r['endpoint_gate']}")
     if r["controls"]:
         lines.append(f"{'':28s} controls: {r['controls']}")
+    if r.get("null_controls"):  # the headline statistic on real pairs beside pairs with a null partner B
+        lines.append(f"{'':28s} null partners: {r['null_controls']}")
     if r["paper_quantity"]:
         lines.append(f"{'':28s} paper: {r['paper_quantity']} = {_g(r['paper_value'])} ({r['paper_scale']}) | "
                      f"ours: {_g(r['our_value'])} ({ours_at})"
@@ -222,7 +225,8 @@ def main(argv=None) -> int:
             groups = all_grid_groups(points, group_fits(cfg))  # split to fit the cluster limit, as the plan's
             group_of = {(s, p.point): g for (s, g), pts in groups.items() for p in pts}
             for (study, pid), p in points.items():
-                print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} pairs={len(p.pairs)} "
+                print(f"{study:24s} {pid:40s} dataset={p.dataset} seeds={p.seeds} "
+                      f"pairs={sum(len(v) for v in pair_blocks(p).values())} "
                       f"group={group_of[(study, pid)]}")
         elif args.cmd == "claims" and args.update_doc:
             for doc in args.update_doc:

@@ -9,6 +9,7 @@ import itertools
 import json
 
 from lmcflow.config import Point, bundle_key, format_value, study_points
+from lmcflow.config.partners import REAL, partner_seed, real_seeds
 
 
 def seed_block(seed: int, size: int) -> int:
@@ -24,7 +25,11 @@ def seed_blocks(point: Point) -> dict[int, list[int]]:
 
 
 def pair_blocks(point: Point) -> dict[tuple[int, int], list[tuple[int, int]]]:
-    """{(bundle i, bundle j), i ≤ j: the seed pairs (a, b), a < b, between them}; blocks without pairs are left out."""
+    """{(bundle i, bundle j), i ≤ j: the seed pairs (a, b), a < b, between them}; blocks without pairs are left out.
+    A null-partner point (``lmcflow.config.partners``): {(real bundle i, partner bundle j): the pairs (a, offset
+    + b), a < b, of real model a and the partner of b}."""
+    if point.partner != REAL:
+        return _partner_pair_blocks(point)
     blocks = seed_blocks(point)
     out = {}
     for i, j in itertools.combinations_with_replacement(sorted(blocks), 2):
@@ -32,6 +37,18 @@ def pair_blocks(point: Point) -> dict[tuple[int, int], list[tuple[int, int]]]:
         if pairs:
             out[(i, j)] = pairs
     return out
+
+
+def _partner_pair_blocks(point: Point) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    size = point.train["bundle"]
+    out: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    reals = real_seeds(point)
+    for a in reals:
+        for b in reals:
+            if a < b:
+                pb = partner_seed(point.partner, b)
+                out.setdefault((seed_block(a, size), seed_block(pb, size)), []).append((a, pb))
+    return dict(sorted(out.items()))
 
 
 def blocks_label(i: int, j: int) -> str:

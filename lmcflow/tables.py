@@ -23,6 +23,8 @@ POINT_COLUMNS = [
     ("width", "float64"), ("depth", "int64"), ("norm", "string"), ("activation", "string"),
     ("weight_decay", "float64"), ("optimizer", "string"), ("lr", "float64"), ("epochs", "int64"),
     ("batch_size", "int64"), ("symmetry", "string"), ("sigma_f", "float64"),
+    # "real", or the null-partner kind of model B (lmcflow.config.partners): a row of pairs (real A, partner B)
+    ("partner", "string"),
 ]
 
 PAIR_COLUMNS = [("seed_a", "int64"), ("seed_b", "int64"), ("method", "string")]
@@ -53,7 +55,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("n_pairs", "int64"), ("controls", "string"), ("paper_quantity", "string"), ("paper_value", "float64"),
         ("paper_scale", "string"), ("our_value", "float64"), ("paper_comparable", "string"), ("scale", "string"),
         ("endpoint_gate", "string"),
-        ("convention_margin", "string"),
+        ("convention_margin", "string"), ("null_controls", "string"), ("null_untrained", "float64"),
+        ("null_shuffled_labels", "float64"),
         ("replicate_seeds", "string"), ("replicate_verdict", "string"), ("replicate_statistic", "float64"),
         ("replicate_ci_low", "float64"), ("replicate_ci_high", "float64"), ("replicated", "string"),
         ("regime", "string"), ("verdict_qualifier", "string"), ("paper_width", "float64"), ("our_widest", "float64"),
@@ -77,8 +80,13 @@ def point_columns(point: Point) -> dict:
         "activation": m.get("activation", "relu"), "weight_decay": float(t["weight_decay"]),
         "optimizer": t["optimizer"], "lr": float(t["lr"]), "epochs": int(t["epochs"]),
         "batch_size": int(t["batch_size"]), "symmetry": sym.get("kind", "standard"),
-        "sigma_f": sigma_f,
+        "sigma_f": sigma_f, "partner": point.partner,
     }
+
+
+def real_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of real pairs and models (``partner == "real"``), without a study's null-partner rows."""
+    return df[df["partner"] == "real"] if "partner" in df.columns else df
 
 
 def make_frame(kind: str, rows: list[dict]) -> pd.DataFrame:

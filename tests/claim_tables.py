@@ -29,7 +29,8 @@ def _blank(kind: str) -> dict:
 def table(kind: str, rows: list[dict]) -> pd.DataFrame:
     """Rows completed with neutral values for every declared column, typed by the real schema (an
     undeclared column fails, as in the pipeline)."""
-    base = _blank(kind) | {"study": "s", "weight_decay": DEFAULT_WD, "method": "identity", "split": "test"}
+    base = _blank(kind) | {"study": "s", "weight_decay": DEFAULT_WD, "method": "identity", "split": "test",
+                           "partner": "real"}
     return make_frame(kind, [{k: v for k, v in base.items() if k in dict(TABLES[kind])} | r for r in rows])
 
 

@@ -1,6 +1,11 @@
 """Every claim can pass and can fail: for each of the 18 claims, tables built so that the claim holds give
 ``supported`` and tables built to violate it give ``not_supported``, through the real registry and claim
-functions on tables with the real schemas (6 seeds, per-seed effects plus noise)."""
+functions on tables with the real schemas (6 seeds, per-seed effects plus noise).
+
+What real useless models B do to each claim is tested on tables a real run recorded (tests/test_claim_nulls.py:
+untrained and shuffled-label partners). The violated tables here stay because they test what those cannot: a
+claim reaching ``not_supported`` with working endpoints, each criterion on its wrong side (a null partner fails the
+endpoint gate, which makes a claim inconclusive, never not_supported)."""
 import pytest
 
 from lmcflow.claims import REGISTRY

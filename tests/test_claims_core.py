@@ -23,7 +23,7 @@ TINY = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
 JSON_KEYS = {"format", "claim_id", "paper", "statement", "study", "studies", "verdict", "reason", "statistic_name",
              "statistic", "ci_low", "ci_high", "ci_level", "ci_method", "n_seeds", "n_pairs", "criteria", "controls",
              "reported", "paper_values", "scale", "params", "details", "endpoint_gate", "decided_by_convention",
-             "regime"}
+             "regime", "null_controls"}
 
 
 def test_registry_holds_the_eighteen_claims_of_both_papers():

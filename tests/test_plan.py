@@ -32,8 +32,9 @@ def test_default_targets_and_counts(default_plan):
     assert targets[-2:] == ["results/provenance.json", "results/provenance.html"]
     assert len(targets) == len(set(targets)) == 79
     counts = job_counts(None)
-    assert counts["total"] == 104 and counts["all"] == 1
-    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (8, 8, 4, 5)
+    assert counts["total"] == 124 and counts["all"] == 1
+    # with the null partners (2 kinds at 2 points): 4 train and interpolate jobs, 8 align and 4 mechanism jobs more
+    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (12, 12, 12, 9)
     assert counts["claim"] == len(default_plan.claim_cfg) == 18
 
 
@@ -58,6 +59,51 @@ def test_default_job_inputs(default_plan):
     assert swap.input["bundle"] == ["work/models/intrinsic_dim/grid/bundle-0"]
     assert job(default_plan, "study_table_identifiability", study="sigma_f").input[""] == [
         "work/identifiability/sigma_f/grid/identifiability-0-0.parquet"]
+
+
+def test_null_partners_train_and_run_through_the_pair_jobs(default_plan):
+    """The default's null partners: a partner point per kind at the two `at` points, trained by rule train from
+    its own seeds (untrained: epochs 0), whose pair jobs read the real point's models A and the partners B."""
+    P = default_plan
+    partners = {(p.point, p.partner): p for p in P.study_points("width") if p.partner != "real"}
+    assert set(partners) == {(f"width-{w}__weight_decay-0.003__partner-{k}", k)
+                             for w in ("0.0625", "1") for k in ("untrained", "shuffled_labels")}
+    untrained = partners[("width-1__weight_decay-0.003__partner-untrained", "untrained")]
+    shuffled = partners[("width-1__weight_decay-0.003__partner-shuffled_labels", "shuffled_labels")]
+    assert untrained.seeds == [1000, 1001, 1002, 1003, 1004] and untrained.train["epochs"] == 0
+    assert shuffled.seeds == [2000, 2001, 2002, 2003, 2004] and shuffled.train["epochs"] == 5
+    assert {k: v for k, v in shuffled.train.items() if k != "epochs"} == \
+        {k: v for k, v in P.points[("width", "width-1__weight_decay-0.003")].train.items() if k != "epochs"}
+    train = job(P, "train", study="width", group=shuffled.point, block="400")
+    assert train.output == [f"work/models/width/{shuffled.point}/bundle-400"]
+    assert [p["partner"] for p in P.train_points(train.wc)] == ["shuffled_labels"]  # the train job shuffles
+    assert P.train_points(job(P, "train", study="width", group="grid__width-1", block="0").wc)[0].get(
+        "partner") is None  # a real point's params are what they were without null partners
+    merge = job(P, "interpolate", study="width", group=untrained.point, blocks="0-200")
+    assert merge.input["bundles"] == ["work/models/width/grid__width-1/bundle-0",
+                                      f"work/models/width/{untrained.point}/bundle-200"]
+    assert P.block_pairs(merge.wc) == [(a, 1000 + b) for a in range(5) for b in range(5) if a < b]
+    (entry,) = P.merge_entries(merge.wc)
+    assert entry["methods"] == ["identity", "weight_matching", "random_permutation"]
+    real_bundle = "work/models/width/grid__width-1/bundle-0/width-1__weight_decay-0.003"
+    assert entry["models"][0][0] == f"{real_bundle}/seed-0.safetensors"
+    assert entry["models"][1004][0] == f"work/models/width/{untrained.point}/bundle-200/seed-1004.safetensors"
+    align = job(P, "align", study="width", point=shuffled.point, method="weight_matching", blocks="0-400")
+    assert align.input["bundles"] == ["work/models/width/grid__width-1/bundle-0",
+                                      f"work/models/width/{shuffled.point}/bundle-400"]
+    assert job(P, "mechanism", study="width", point=shuffled.point, method="identity", blocks="0-400")
+    # the claims read the partner rows from the same study tables; their scale is the real points'
+    lewc = job(P, "claim", claim="lewc")
+    assert all(p.get("partner") is None for p in P.claim_points(lewc.wc))
+
+
+def test_null_partners_config_errors():
+    base = {"studies": {"width": {"analysis": {"null_partners": {"kinds": ["untrained"]}}, "seeds": [0, 1000]}}}
+    with pytest.raises(ConfigError, match="below 1000"):
+        Plan.from_files([], base, default_path=REPO / "config/config.yaml")
+    with pytest.raises(ConfigError, match="null_partners"):
+        Plan.from_files([], {"studies": {"width": {"analysis": {"null_partners": {"kinds": ["zeros"]}}}}},
+                        default_path=REPO / "config/config.yaml")
 
 
 @pytest.mark.parametrize("config", CONFIGS)

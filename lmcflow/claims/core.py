@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lmcflow.claims import gates, margins, regime, stats
+from lmcflow.claims import gates, margins, nulls, regime, stats
 from lmcflow.config import ConfigError, point_value, same_value, swept_values
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not_supported", "inconclusive"
@@ -30,7 +30,7 @@ class Criterion:
     name: str
     description: str
     estimate: stats.Estimate
-    side: str  # ">", "<", or "within" (|estimate| < threshold)
+    side: str  # ">", "<", "within" (|estimate| < threshold) or "apart" (|estimate| > threshold: a control)
     threshold: float
     source: str  # where the threshold comes from: the paper, a null, or a stated convention
     kind: str = "part"  # "part", "trend" (over the whole grid) or "control" (against a same-run null)
@@ -45,6 +45,10 @@ class Criterion:
             return INCONCLUSIVE
         above = e.ci_low > self.threshold
         below = e.ci_high < self.threshold
+        if self.side == "apart":
+            apart = e.ci_low > self.threshold or e.ci_high < -self.threshold
+            close = -self.threshold < e.ci_low and e.ci_high < self.threshold
+            return SUPPORTED if apart else NOT_SUPPORTED if close else INCONCLUSIVE
         if self.side == "within":
             inside = -self.threshold < e.ci_low and e.ci_high < self.threshold
             outside = e.ci_low >= self.threshold or e.ci_high <= -self.threshold
@@ -230,18 +234,25 @@ def select(df: pd.DataFrame, **equal) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- evaluation and results
-def _outcome(claim_: Claim, tables: dict, params: dict, scale: dict) -> tuple[Outcome, dict | None]:
-    """The statistic's outcome and, for a gated claim, its endpoint gate (a failed gate: inconclusive)."""
+def _outcome(claim_: Claim, tables: dict, params: dict, scale: dict) -> tuple[Outcome, dict | None, list | None]:
+    """The statistic's outcome on the real pairs, with a pair claim's null-partner controls among its criteria
+    (``nulls``: their records, None for a per-model claim), and, for a gated claim, its endpoint gate (a failed
+    gate: inconclusive)."""
+    real, null_tables = nulls.split_partners(tables)
     try:
-        out = claim_.evaluate(tables, params)
+        out = claim_.evaluate(real, params)
     except NoData as why:
         out = Outcome(criteria=[], n_seeds=0, reason=str(why))
     if out.n_seeds < stats.MIN_SEEDS and not out.reason:
         out.reason = f"too few seeds ({out.n_seeds} < {stats.MIN_SEEDS}): no confidence interval"
-    gate = gates.endpoint_gate(tables, params, scale) if claim_.gate_endpoints else None
+    records = None
+    if claim_.unit == "pair":
+        controls, records = nulls.null_controls(claim_, out, real, null_tables, params, NoData)
+        out.criteria = out.criteria + controls
+    gate = gates.endpoint_gate(real, params, scale) if claim_.gate_endpoints else None
     if gate and not gate["passed"]:
         out.reason = gate["reason"] + (f"; {out.reason}" if out.reason else "")
-    return out, gate
+    return out, gate, records
 
 
 def _by_study(tables: dict, study: str) -> dict:
@@ -269,18 +280,20 @@ def evaluate_claim(cid: str, ccfg: dict, tables: dict, scale: dict, scales: dict
     studies = claim_studies(ccfg)
     if claim_.multi_study and len(studies) > 1:
         gated = {s: _outcome(claim_, _by_study(tables, s), params, (scales or {}).get(s, {})) for s in studies}
-        per_study = {s: o for s, (o, _) in gated.items()}
-        gate = gates.merge_gates([g for _, g in gated.values()]) if claim_.gate_endpoints else None
+        per_study = {s: o for s, (o, _, _) in gated.items()}
+        gate = gates.merge_gates([g for _, g, _ in gated.values()]) if claim_.gate_endpoints else None
+        null_records = gated[studies[0]][2]
         outcome = per_study[studies[0]]
         verdict = combine(*(o.verdict for o in per_study.values()))
         by_study = {s: {"verdict": o.verdict, "reason": o.reason, "n_seeds": o.n_seeds, "n_pairs": o.n_pairs,
                         "criteria": [t.as_dict() for t in o.criteria],
                         "reported": {k: e.as_dict() for k, e in o.reported.items()}, "details": o.details,
                         "paper": _paper(claim_, o, (scales or {}).get(s, {})), "endpoint_gate": gated[s][1],
+                        "null_controls": gated[s][2],
                         "decided_by_convention": _convention(o)}
                     for s, o in per_study.items()}
     else:
-        outcome, gate = _outcome(claim_, tables, params, scale)
+        outcome, gate, null_records = _outcome(claim_, tables, params, scale)
         verdict, by_study = outcome.verdict, None
     head = outcome.criteria[0] if outcome.criteria else None
     est = head.estimate if head else stats.Estimate(math.nan, math.nan, math.nan, outcome.n_seeds)
@@ -297,7 +310,7 @@ def evaluate_claim(cid: str, ccfg: dict, tables: dict, scale: dict, scales: dict
                      if t.kind == "control"],
         "reported": {k: e.as_dict() for k, e in outcome.reported.items()},
         "paper_values": _paper(claim_, outcome, scale), "scale": scale, "params": params,
-        "details": outcome.details, "endpoint_gate": gate,
+        "details": outcome.details, "endpoint_gate": gate, "null_controls": null_records,
         "decided_by_convention": _convention(outcome) if not by_study else _first_convention(by_study, verdict),
     }
     if by_study:
@@ -352,6 +365,9 @@ def claim_row(result: dict) -> dict:
         "comparable" if first["comparable"] else f"not comparable: {first['comparable_reason']}",
         "scale": json.dumps(result["scale"], sort_keys=True),
         "endpoint_gate": gates.gate_summary(result.get("endpoint_gate")),
+        "null_controls": nulls.null_summary(result.get("null_controls"))
+        or ("not run: no null partners at the claim's points" if result.get("null_controls") == [] else ""),
+        **nulls.null_columns(result.get("null_controls")),
         "convention_margin": margins.margin_text(result.get("decided_by_convention")),
         **replication_columns(result.get("replication")),
         **regime.regime_columns(result),

@@ -65,7 +65,7 @@ def _chance(dataset: str, data: dict) -> float | None:
 
 
 def endpoint_gate(tables: dict, params: dict, scale: dict) -> dict:
-    """Check every trained model (``runs``, epochs > 0) of the points the claim's other tables hold.
+    """Check every model of the trained points (``runs``, some epochs > 0) the claim's other tables hold.
 
     Returns ``{passed, checked_models, failed: [{study, point, seed, test_acc, test_loss, reason}], criteria}``;
     without a runs table nothing can be checked and the gate fails (the claim cannot tell a working partner
@@ -79,7 +79,10 @@ def endpoint_gate(tables: dict, params: dict, scale: dict) -> dict:
         return {"passed": False, "checked_models": 0, "failed": [], "criteria": criteria,
                 "reason": "no runs table: the endpoints cannot be checked"}
     read = {q for kind, df in tables.items() if kind != "runs" and "point" in df.columns for q in df["point"]}
-    runs = runs[runs.epochs > 0]  # an untrained arm is at chance by design
+    # an untrained arm (a point whose every model has epochs 0) is at chance by design; an untrained model among
+    # trained ones (a pair's useless partner B) is checked
+    trained = runs.groupby(["study", "point"]).epochs.transform("max") > 0
+    runs = runs[trained]
     if read:
         runs = runs[runs.point.isin(read)]
     if not len(runs):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -112,6 +112,10 @@ class Estimate:
     ci_low: float
     ci_high: float
     n_seeds: int
+    # the seeds and the delete-one-seed values of the jackknife (``estimate``), so two estimates over the same
+    # seeds give the jackknife of their difference (``difference``); empty where no interval was formed
+    seeds: tuple = field(default=(), compare=False, repr=False)
+    loo: tuple = field(default=(), compare=False, repr=False)
 
     def has_ci(self) -> bool:
         return math.isfinite(self.ci_low) and math.isfinite(self.ci_high)
@@ -147,9 +151,24 @@ def estimate(fn, *samples: Sample, level: float = LEVEL) -> Estimate:
     loo = np.array([float(fn(*[s.cells(np.delete(everyone, k)) for s in samples])) for k in range(n)])
     if not np.all(np.isfinite(loo)):
         return Estimate(value, math.nan, math.nan, n)
+    return _jackknife(value, loo, tuple(seeds), level)
+
+
+def _jackknife(value: float, loo: np.ndarray, seeds: tuple, level: float) -> Estimate:
+    n = len(loo)
     se = math.sqrt((n - 1) / n * float(np.sum((loo - loo.mean()) ** 2)))
     half = t_quantile(level, n - 1) * se
-    return Estimate(value, value - half, value + half, n)
+    return Estimate(value, value - half, value + half, n, seeds, tuple(float(v) for v in loo))
+
+
+def difference(a: Estimate, b: Estimate, level: float = LEVEL) -> Estimate:
+    """a − b with the jackknife interval of the difference: both estimates must carry delete-one-seed values
+    over the same seeds (dropping seed s from both at once: a real pair and its null-partner pair share the
+    seed index); otherwise the difference has no interval."""
+    value = a.value - b.value
+    if not (a.loo and b.loo) or a.seeds != b.seeds or not math.isfinite(value):
+        return Estimate(value, math.nan, math.nan, min(a.n_seeds, b.n_seeds))
+    return _jackknife(value, np.asarray(a.loo) - np.asarray(b.loo), a.seeds, level)
 
 
 # --------------------------------------------------------------------------- trends over a grid

@@ -53,6 +53,7 @@ class Point:
     merge: dict = field(default_factory=dict)
     analysis: dict = field(default_factory=dict)
     swept: dict = field(default_factory=dict)  # sweep key -> value for this point
+    partner: str = "real"  # "real", or the kind of null partner models B this point trains (config.partners)
 
     def __post_init__(self) -> None:
         root = load_schema()
@@ -71,6 +72,8 @@ class Point:
         their ``resources`` (which never change an output). Rules pass it as ``params``, so a setting a job
         does not read never reruns it (adding an ``analysis`` block retrains nothing)."""
         out = {"study": self.study, "point": self.point, "dataset": self.dataset}
+        if self.partner != "real":  # a real point's params stay what they were before null partners existed
+            out["partner"] = self.partner
         for block in blocks:
             out[block] = canonical({k: v for k, v in getattr(self, block).items() if k != "resources"})
         return out
@@ -169,9 +172,12 @@ def expand_study(name: str, study: dict, defaults: dict) -> list[Point]:
 
 def expand_points(config: dict) -> dict[tuple[str, str], Point]:
     """(study, point id) -> Point for every study in the config."""
+    from lmcflow.config.partners import partner_points  # partners build on Point
+
     out = {}
     for name, study in (config.get("studies") or {}).items():
-        for p in expand_study(name, study, config.get("defaults") or {}):
+        real = expand_study(name, study, config.get("defaults") or {})
+        for p in real + partner_points(real):
             out[(name, p.point)] = p
     return out
 

@@ -141,7 +141,9 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         "lmcflow: the verdicts of this run",
         "=================================",
         "",
-        f"{len(df)} claims: {summary}. Ours: the claim's statistic [95% CI]; paper: the paper's number where it "
+        f"{len(df)} claims: {summary}. Ours: the claim's statistic [95% CI]; null: the same statistic with "
+        "model B an untrained or a shuffled-label partner of the same run (the verdict needs ours apart from "
+        "both); paper: the paper's number where it "
         "gives one. What each measures: the claim JSONs under `claims`_ (or `lmcflow claims`); figures: the "
         "study links; the rule graph: Workflow in the menu.",
         "",
@@ -151,6 +153,7 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         "   * - claim (figures)",
         "     - verdict",
         "     - ours [95% CI]",
+        "     - null: untrained, shuffled",
         "     - paper",
     ]
 
@@ -164,6 +167,8 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         paper = num(r.get("paper_value")) if r.get("paper_quantity") else "–"
         if r.get("replicated"):
             ours += " (replicated)" if r["replicated"] == "yes" else " (not replicated)"
+        nulls = ", ".join(num(r.get(f"null_{k}")) for k in ("untrained", "shuffled_labels"))
+        nulls = "–" if nulls == "–, –" else nulls
         studies = [s for s in str(r["study"]).split(",") if s in study_categories]
         figures = ", ".join(f"`{s}`_" for s in studies)
         claim_cell = f"``{r['claim_id']}``" + (f" ({figures})" if figures else "")
@@ -176,7 +181,7 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
                 ours += f"; crossing ×{num(r['crossing_width'])}"
         verdict = f"**{r['verdict']}**" + (f" {_rst_cell(regime)}" if regime else "")
         lines += [f"   * - {claim_cell}", f"     - {verdict}", f"     - {_rst_cell(ours)}",
-                  f"     - {_rst_cell(paper)}"]
+                  f"     - {_rst_cell(nulls)}", f"     - {_rst_cell(paper)}"]
     write_text(out, "\n".join(lines) + "\n")
 
 

@@ -30,7 +30,8 @@ def train_digest(point: Point, seed: int, data_meta: dict, precision: str) -> st
     execution-only keys such as resources, checkpoint_every and bundle), seed and the precision
     actually used. Stored in resumable states: a state of another digest is never resumed."""
     payload = {"dataset": point.dataset, "data": data_meta, "model": point.model,
-               "train": learning_settings(point.train), "seed": int(seed), "precision": precision}
+               "train": learning_settings(point.train), "seed": int(seed), "precision": precision,
+               **({"partner": point.partner} if point.partner != "real" else {})}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -145,6 +146,8 @@ def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bund
     bundle, specs = [], []
     for point, seed, ckpt, _ in entries:
         data = datasets[point.dataset]
+        if point.partner == "shuffled_labels":
+            data = data.with_shuffled_labels(seed)
         spec = model_spec_for(point, data)
         specs.append(spec)
         precision = resolve_precision(point.train.get("precision", "auto"), dev)

@@ -26,6 +26,7 @@ from lmcflow.config import (
     study_points,
     swept_values,
 )
+from lmcflow.config.partners import REAL, real_point_id
 from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks, seed_block, seed_blocks
 from lmcflow.plan.paths import ALIGN_TABLE_KINDS, IDENT_FIGURES, MECHANISM_FIGURES, WIDTH_FIGURES, Paths
 from lmcflow.plan.requests import check_limits, group_fits
@@ -56,6 +57,11 @@ def study_table_rule(kind: str) -> str:
 def result_table_rule(kind: str) -> str:
     """The rule that writes results/tables/<kind>.parquet."""
     return {"claims": "claims_table", "paper_table1": "paper_table1"}.get(kind, f"result_table_{kind}")
+
+
+def is_merged(p) -> bool:
+    """Whether a point's seed pairs are merged: a trained point, or a null-partner point (even untrained)."""
+    return p.train["epochs"] > 0 or p.partner != REAL
 
 
 class PlanError(LookupError):
@@ -119,14 +125,18 @@ class PlanBase(Paths):
         return study_points(self.points, study)
 
     def merged_points(self, study):
-        """The points whose seed pairs are merged (and aligned, and analysed along λ): every trained point.
-        Untrained points (``train.epochs: 0``, e.g. the swap-cost arm on initialisations) have no path worth
-        evaluating."""
-        return [p for p in self.study_points(study) if p.train["epochs"] > 0]
+        """The points whose seed pairs are merged (and aligned, and analysed along λ): every trained point and
+        every null-partner point (its pairs are real A, partner B). Untrained points (``train.epochs: 0``, e.g.
+        the swap-cost arm on initialisations) have no path worth evaluating."""
+        return [p for p in self.study_points(study) if is_merged(p)]
 
     def merged_groups(self, study):
         """The grid groups holding ``merged_points``."""
-        return [(g, pts) for g, pts in self.study_groups(study) if any(p.train["epochs"] > 0 for p in pts)]
+        return [(g, pts) for g, pts in self.study_groups(study) if any(is_merged(p) for p in pts)]
+
+    def real_points(self, study):
+        """A study's points without its null-partner points."""
+        return [p for p in self.study_points(study) if p.partner == REAL]
 
     def analysis_points(self, study, flag):
         return [p for p in self.study_points(study) if analysis_params(p)[flag]]
@@ -134,12 +144,20 @@ class PlanBase(Paths):
     def sweeps(self, study, key):
         return bool(swept_values(self.config["studies"][study], key))
 
+    def model_bundle(self, study, point, seed):
+        """(bundle directory, the point id of the model) of one model of a point; model A of a null-partner
+        pair belongs to the real point."""
+        p = self.points[(study, point)]
+        if p.partner != REAL and int(seed) not in p.seeds:
+            point = real_point_id(p)
+        group = self.group_of[(study, point)]
+        return self.bundle_dir(study, group, seed_block(seed, self.points[(study, point)].train["bundle"])), point
+
     def model_paths(self, study, point, seed):
         """[checkpoint, run row] of one trained model, inside its bundle's directory (in a subdirectory named by
         its point when the bundle holds several points)."""
-        group = self.group_of[(study, point)]
-        d = self.bundle_dir(study, group, seed_block(seed, self.points[(study, point)].train["bundle"]))
-        if group != point:
+        d, point = self.model_bundle(study, point, seed)
+        if self.group_of[(study, point)] != point:
             d = f"{d}/{point}"
         return [f"{d}/seed-{seed}.safetensors", f"{d}/seed-{seed}.run.parquet"]
 
@@ -220,7 +238,7 @@ class PlanBase(Paths):
         and bias setting, an architecture of the paper's Table 1), in config order: the rows of paper_table1."""
         out = {}
         for study in self.figure_studies:
-            kinds = {(p.dataset, p.model["arch"], bool(p.model["bias"])) for p in self.study_points(study)}
+            kinds = {(p.dataset, p.model["arch"], bool(p.model["bias"])) for p in self.real_points(study)}
             if self.sweeps(study, "model.width") and len(kinds) == 1:
                 dataset, arch, bias = kinds.pop()
                 if arch in ("mlp", "vgg11", "resnet20"):

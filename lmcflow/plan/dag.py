@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from lmcflow.config import mechanism_methods, merge_methods
 from lmcflow.grouping import blocks_label, pair_blocks, seed_blocks
-from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS, result_table_rule, study_table_rule
+from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS, is_merged, result_table_rule, study_table_rule
 from lmcflow.plan.paths import IDENT_FIGURES, MECHANISM_FIGURES
 from lmcflow.plan.rules import Plan
 
@@ -53,7 +53,7 @@ def rule_jobs(plan: Plan) -> list[Job]:
         for b in pair_blocks(pts[0]):
             wc = ns(study=s, group=g, blocks=blocks_label(*b))
             data, bundles = P.group_data_files(wc), P.block_bundles(wc)
-            if any(p.train["epochs"] > 0 for p in pts):
+            if any(is_merged(p) for p in pts):
                 out.append(_job("interpolate", vars(wc), P.merge_file(s, g, wc.blocks), data=data, bundles=bundles,
                                 alignment=P.merge_alignment_files(wc)))
             if P.group_analysis_points(wc, "identifiability"):

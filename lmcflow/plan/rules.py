@@ -11,8 +11,9 @@ from types import SimpleNamespace
 from lmcflow.claims import claim_studies
 from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
+from lmcflow.config.partners import REAL
 from lmcflow.grouping import pair_blocks, parse_blocks, seed_blocks, stacks
-from lmcflow.plan.core import PlanBase
+from lmcflow.plan.core import PlanBase, is_merged
 from lmcflow.plan.requests import GROUP_BLOCK_RULES, GROUP_PAIR_RULES, cluster_cfg, merge_request, train_request
 
 # analysis keys each identifiability job reads (its params carry these only)
@@ -53,9 +54,15 @@ class Plan(PlanBase):
         return pair_blocks(self.job_unit(wc))[parse_blocks(wc.blocks)]
 
     def block_bundles(self, wc):
-        """The bundle directories a pair-block job reads (one or two)."""
+        """The bundle directories a pair-block job reads (one or two; a null-partner pair block: the real
+        point's bundle of A and the partner's of B)."""
         group = wc.group if hasattr(wc, "group") else self.group_of[(wc.study, wc.point)]
-        return sorted({self.bundle_dir(wc.study, group, b) for b in parse_blocks(wc.blocks)})
+        unit = self.job_unit(wc)
+        if unit.partner == REAL:
+            return sorted({self.bundle_dir(wc.study, group, b) for b in parse_blocks(wc.blocks)})
+        pts = self.group_points(wc) if hasattr(wc, "group") else [unit]
+        return sorted({self.model_bundle(wc.study, p.point, s)[0] for p in pts for pair in self.block_pairs(wc)
+                       for s in pair})
 
     def block_models(self, wc):
         """{seed: [checkpoint, run row]} of every model of a point's pair block."""
@@ -155,7 +162,7 @@ class Plan(PlanBase):
                 "alignment": self.point_alignments(wc.study, p.point, wc.blocks, merge_methods(p)),
             }
             for p in self.group_points(wc)
-            if p.train["epochs"] > 0
+            if is_merged(p)
         ]
 
     def merge_alignment_files(self, wc):
@@ -180,7 +187,7 @@ class Plan(PlanBase):
     def identity_paths_file(self, wc):
         """Rule interpolate's file of the group and pair block when it holds identity paths rule identifiability
         reads."""
-        if any(p.train["epochs"] > 0 and "identity" in merge_methods(p) for p in self.group_points(wc)):
+        if any(is_merged(p) and "identity" in merge_methods(p) for p in self.group_points(wc)):
             return [self.merge_file(wc.study, wc.group, wc.blocks)]
         return []
 
@@ -244,7 +251,8 @@ class Plan(PlanBase):
         verdict."""
         ccfg = self.claim_cfg[wc.claim]
         studies = claim_studies(ccfg) + (claim_studies(replicate_claim_cfg(ccfg)) if self.replicates else [])
-        return [p.job_dict("model", "train") | {"seeds": p.seeds} for s in studies for p in self.study_points(s)]
+        return [p.job_dict("model", "train") | {"seeds": p.seeds} for s in studies for p in self.real_points(s)]
+
 
     def claim_datasets(self, wc):
         """Classes (the endpoint gate's chance level), d and n_train of the datasets of a claim's points."""

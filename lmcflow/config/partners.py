@@ -1,0 +1,79 @@
+"""Null partners: models B that have nothing to do with model A, trained in the same run as controls.
+
+``analysis.null_partners: {kinds: [...], at: {...}}`` gives each matching trained point one partner point per
+kind: the same model and settings, seeds ``PARTNER_SEED_OFFSET[kind] + b`` for every seed b of the point. Kind
+``untrained``: ``train.epochs: 0`` (the seeded initialisation); ``shuffled_labels``: the same bundled training on
+the training labels permuted by a permutation drawn from the partner's own seed (``Dataset.with_shuffled_labels``).
+The partner point's pairs are (real a, partner of b): the pairs of the real point with B replaced, so a claim
+compares them pair by pair and the seed-level jackknife drops seed s from both.
+"""
+from __future__ import annotations
+
+import copy
+
+from lmcflow.config.loading import ConfigError
+from lmcflow.config.points import Point, point_matches
+
+PARTNER_KINDS = ("untrained", "shuffled_labels")
+REAL = "real"
+# partner seed = offset + the real seed b it stands in for (real seeds must stay below the smallest offset)
+PARTNER_SEED_OFFSET = {"untrained": 1000, "shuffled_labels": 2000}
+PARTNER_SEP = "__partner-"
+
+
+def null_partner_params(point: Point) -> dict:
+    """``analysis.null_partners`` of a point (schema defaults filled in)."""
+    return point.analysis["null_partners"]
+
+
+def partner_kinds(point: Point) -> list[str]:
+    """The null-partner kinds a real point trains (none where ``at`` does not match or the point is untrained)."""
+    np_ = null_partner_params(point)
+    if point.partner != REAL or not np_["kinds"] or int(point.train["epochs"]) == 0:
+        return []
+    return list(np_["kinds"]) if point_matches(point, np_["at"]) else []
+
+
+def real_seed(kind: str, seed: int) -> int:
+    """The real seed b a partner seed stands in for (a real seed is itself)."""
+    return int(seed) - PARTNER_SEED_OFFSET[kind] if kind != REAL else int(seed)
+
+
+def partner_seed(kind: str, seed: int) -> int:
+    """The seed of the ``kind`` partner of real seed b: offset + b."""
+    return PARTNER_SEED_OFFSET[kind] + int(seed)
+
+
+def real_seeds(point: Point) -> list[int]:
+    """The seeds of the real models of a point (a partner point: of its real point)."""
+    return sorted(real_seed(point.partner, s) for s in point.seeds)
+
+
+def partner_point(real: Point, kind: str) -> Point:
+    """The partner point of kind ``kind`` of a real point."""
+    if kind not in PARTNER_KINDS:
+        raise ConfigError(f"studies.{real.study}.analysis.null_partners.kinds: unknown kind {kind!r}; "
+                          f"allowed: {', '.join(PARTNER_KINDS)}")
+    seeds = sorted(int(s) for s in real.seeds)
+    if seeds and max(seeds) >= min(PARTNER_SEED_OFFSET.values()):
+        raise ConfigError(f"studies.{real.study}.seeds: with analysis.null_partners the real seeds must be below "
+                          f"{min(PARTNER_SEED_OFFSET.values())} (partner seeds are offset + b), got {max(seeds)}")
+    train = dict(copy.deepcopy(real.train))
+    if kind == "untrained":
+        train["epochs"] = 0
+    analysis = copy.deepcopy(real.analysis)
+    # a partner point runs its real point's analyses on its own models and pairs (rows marked by ``partner``)
+    analysis["null_partners"] = {"kinds": [], "at": {}}
+    return Point(study=real.study, point=f"{real.point}{PARTNER_SEP}{kind}", dataset=real.dataset,
+                 seeds=[partner_seed(kind, b) for b in seeds], model=copy.deepcopy(real.model), train=train,
+                 merge=copy.deepcopy(real.merge), analysis=analysis, swept=dict(real.swept), partner=kind)
+
+
+def partner_points(points: list[Point]) -> list[Point]:
+    """The partner points of a study's real points, in study order."""
+    return [partner_point(p, k) for p in points for k in partner_kinds(p)]
+
+
+def real_point_id(point: Point) -> str:
+    """The id of the real point whose pairs a partner point's pairs stand in for."""
+    return point.point.split(PARTNER_SEP)[0] if point.partner != REAL else point.point
