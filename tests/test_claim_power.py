@@ -289,6 +289,20 @@ def test_active_overlap_is_judged_against_chance_at_the_same_active_fraction():
     res = verdict("active-neuron-overlap", active_neuron_overlap(True))
     assert res["verdict"] == "supported" and res["reported"]["jaccard_widest"]["statistic"] > 0.7  # a high level
     assert "τ = 0.001" in res["criteria"][0]["description"]
+    # the τ sweep (table active_overlap) is reported beside the verdict, which stays at the stated τ
+    frac = {1e-3: 0.85, 1e-2: 0.6, 1e-1: 0.3}
+    sweep = pair_rows({"width": WIDTHS, "layer": [1, 2], "active_threshold": list(frac)},
+                      lambda active_threshold, **_: {
+                          "frac_active_a": frac[active_threshold], "frac_active_b": frac[active_threshold],
+                          "active_jaccard_independent": frac[active_threshold] / (2 - frac[active_threshold]),
+                          "active_jaccard": frac[active_threshold] / (2 - frac[active_threshold])
+                          + (0.2 if active_threshold == 1e-1 else 0.0)}, Noise(**SD))
+    swept = verdict("active-neuron-overlap", {**active_neuron_overlap(True),
+                                              "active_overlap": table("active_overlap", sweep)})
+    assert swept["verdict"] == res["verdict"] and swept["criteria"] == res["criteria"]
+    assert swept["reported"]["excess_over_independent_tau_0.1"]["statistic"] == pytest.approx(0.2, abs=0.01)
+    assert swept["reported"]["active_fraction_tau_0.01"]["statistic"] == pytest.approx(0.6, abs=0.01)
+    assert sorted(swept["details"]["tau_sweep"]) == ["0.001", "0.01", "0.1"]
 
 
 def test_controls_of_the_identifiability_trends():

@@ -317,8 +317,9 @@ def logit_norm_decay(t: dict, p: dict) -> Outcome:
        statement="Wide models use different neurons: at the widest width the two models' active units (second "
                  "moment above τ × the layer's largest) overlap no more than active sets of the same sizes placed "
                  "independently at random, whose expected Jaccard index is pq/(p + q − pq) for active fractions "
-                 "p and q (τ: analysis.mechanism.active_threshold, stated in the criterion).",
-       tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
+                 "p and q (τ: analysis.mechanism.active_threshold, stated in the criterion; the τ sweep of "
+                 "analysis.mechanism.active_thresholds is reported beside it).",
+       tables=("layer_metrics", "active_overlap"), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_mechanism("weight_decay"),),
        defaults={**MECH, "lam": 0.5, "min_layer": 1, "max_excess_over_independent": 0.05})
 def active_neuron_overlap(t: dict, p: dict) -> Outcome:
@@ -346,8 +347,33 @@ def active_neuron_overlap(t: dict, p: dict) -> Outcome:
                 "jaccard_trend": estimate(lambda m: slope(x, m["active_jaccard"]), sample),
                 "excess_trend": estimate(lambda m: slope(x, m["excess"]), sample)}
     means = sample.cells()
-    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
+    sweep, sweep_details = tau_sweep(t.get("active_overlap"), p, widest)
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported | sweep, {
         "widths": widths, "active_threshold": taus[0] if taus else None,
         "mean_jaccard_by_width": means.list("active_jaccard"),
         "mean_independent_jaccard_by_width": means.list("active_jaccard_independent"),
-        "mean_active_fraction_by_width": means.list("frac_active")})
+        "mean_active_fraction_by_width": means.list("frac_active"), "tau_sweep": sweep_details})
+
+
+def tau_sweep(df, p: dict, widest: float) -> tuple[dict, dict]:
+    """The overlap's excess over independent placement and the active fraction at the widest width for every τ of
+    the ``active_overlap`` table (reported: the verdict is at the study's stated τ), and their means by width."""
+    if df is None or not len(df):
+        return {}, {}
+    df = select(df, method=p["method"], weight_decay=p["weight_decay"])
+    df = df[df.layer >= int(p["min_layer"])].assign(
+        excess=lambda d: d.active_jaccard - d.active_jaccard_independent,
+        frac_active=lambda d: (d.frac_active_a + d.frac_active_b) / 2)
+    if not len(df) or not np.any(np.isclose(df.width.to_numpy(float), widest)):
+        return {}, {}
+    sample, lab = pivot(df, ["excess", "frac_active", "active_jaccard"], ["active_threshold", "width"])
+    reported, details = {}, {}
+    means = sample.cells()
+    for tau in lab["active_threshold"]:
+        reported[f"excess_over_independent_tau_{tau:g}"] = estimate(lambda m, tau=tau: m["excess", tau, widest],
+                                                                    sample)
+        reported[f"active_fraction_tau_{tau:g}"] = estimate(lambda m, tau=tau: m["frac_active", tau, widest], sample)
+        details[f"{tau:g}"] = {"widths": lab["width"], "mean_excess_by_width": means.list("excess", tau),
+                               "mean_active_fraction_by_width": means.list("frac_active", tau),
+                               "mean_jaccard_by_width": means.list("active_jaccard", tau)}
+    return reported, details
