@@ -248,6 +248,13 @@ TABLES.update({
         ("frac_unmoved", "float64"), ("n_samples", "int64"), ("dense_form", "bool"),
         ("permutation_file", "string"), ("permutation_sha256", "string"), ("device", "string"),
     ],
+    # one row per seed pair × method × hidden layer × activity threshold τ (rule mechanism, beside layer_metrics;
+    # lmcflow.mechanism.active_overlap_rows): the τ sweep of the active-unit overlap
+    "active_overlap": POINT_COLUMNS + PAIR_COLUMNS + [
+        ("layer", "int64"), ("active_threshold", "float64"), ("n_units", "int64"), ("n_active_a", "int64"),
+        ("n_active_b", "int64"), ("frac_active_a", "float64"), ("frac_active_b", "float64"),
+        ("active_jaccard", "float64"), ("active_jaccard_independent", "float64"), ("n_samples", "int64"),
+    ],
     # one row per seed pair × method × hidden layer × λ (rule mechanism; lmcflow.mechanism.layer_metrics).
     # λ-independent metrics (reciprocal orthogonality, ranks, activity) repeat on every λ of a layer.
     "layer_metrics": POINT_COLUMNS + PAIR_COLUMNS + [

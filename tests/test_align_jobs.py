@@ -160,8 +160,15 @@ def test_mechanism_job_on_planted_pair(tmp_path, data_path):
     models, _ = planted_pair(tmp_path, data_path, point)
     _, _, alignment = align_and_merge(tmp_path, point, "weight_matching", models, data_path)
     out = tmp_path / "mech.parquet"
-    run_mechanism_block(point, "weight_matching", PAIRS, models, alignment, str(data_path), str(out), device="cpu")
+    run_mechanism_block(point, "weight_matching", PAIRS, models, alignment, str(data_path), str(out), device="cpu",
+                        out_overlap=str(tmp_path / "overlap.parquet"))
     lm = read_table(out, "layer_metrics")
+    # the τ sweep beside it: at analysis.mechanism.active_threshold it is layer_metrics' overlap
+    ov = read_table(tmp_path / "overlap.parquet", "active_overlap")
+    assert sorted(set(ov.active_threshold)) == [1e-3, 1e-2, 1e-1] and len(ov) == 3 * 2
+    at = ov[ov.active_threshold == 1e-3].set_index("layer")
+    lm_half = lm[lm.lam_paper == 0.5].set_index("layer")
+    assert np.allclose(at.active_jaccard, lm_half.active_jaccard) and (at.n_active_a == lm_half.n_active_a).all()
     assert list(lm.columns) == [c for c, _ in TABLES["layer_metrics"]]
     assert len(lm) == 2 * 5 and set(lm.layer) == {1, 2} and (lm.n_samples == 200).all()
     assert np.allclose(lm.lam_paper + lm.lam_path, 1.0)

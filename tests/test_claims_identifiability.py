@@ -23,8 +23,14 @@ def test_tradeoff_is_inconclusive_while_the_standard_network_still_learns():
     assert res["reported"]["train_acc_drop"]["statistic"] == pytest.approx(0.04, abs=0.01)
     still_learning = runs.assign(train_loss_late_drop=lambda d: d.train_loss_late_drop + 0.05)
     res = verdict("identifiability-tradeoff", {"runs": still_learning})
-    assert res["verdict"] == "inconclusive" and "has not converged" in res["reason"]
+    assert res["verdict"] == "inconclusive" and "have not converged" in res["reason"]
     assert res["criteria"][0]["verdict"] == "supported"  # the accuracy drop itself is there: speed, or capacity?
+    # the slower, symmetry-broken arm is the one that must have converged: it alone still learning is enough
+    broken_learning = runs.assign(train_loss_late_drop=lambda d: d.train_loss_late_drop
+                                  + 0.05 * (d.symmetry != "standard").to_numpy(dtype=float))
+    res = verdict("identifiability-tradeoff", {"runs": broken_learning})
+    assert res["verdict"] == "inconclusive" and res["reason"].startswith("the broken network has not converged")
+    assert res["details"]["convergence"]["standard"]["verdict"] == "supported"
 
 
 def test_intrinsic_dimension_reads_the_untrained_arm_and_reports_the_trained_one():

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from lmcflow.mechanism import (
+    active_overlap_rows,
     active_units,
     gaussian_weak_additivity,
     independent_jaccard,
@@ -246,6 +247,21 @@ def test_active_units_and_jaccard():
         assert 1 <= r["n_active_a"] <= HALF and 1 <= r["n_active_b"] <= HALF
     same = neuron_activity_rows(a, a, x)
     assert all(r["active_jaccard"] == 1.0 for r in same)
+
+
+def test_the_threshold_sweep_is_the_activity_at_each_threshold():
+    """``active_overlap_rows`` at every τ equals ``neuron_activity_rows`` at that τ; a larger τ leaves fewer units
+    active (one pass over the inputs per model for the whole sweep)."""
+    a, b = mlp(16, seed=0), mlp(16, seed=1)
+    x = x_gauss()
+    sweep = active_overlap_rows(a, b, x, [1e-1, 1e-3, 0.5, 1e-3])
+    assert [r["active_threshold"] for r in sweep] == [1e-3] * DEPTH + [1e-1] * DEPTH + [0.5] * DEPTH
+    for tau in (1e-3, 1e-1, 0.5):
+        one = {r["layer"]: r for r in neuron_activity_rows(a, b, x, threshold=tau)}
+        for r in (r for r in sweep if r["active_threshold"] == tau):
+            assert {k: v for k, v in one[r["layer"]].items() if k in r} == pytest.approx(r, nan_ok=True)
+    by_layer = lambda tau: [r["n_active_a"] for r in sweep if r["active_threshold"] == tau]  # noqa: E731
+    assert all(lo >= hi for lo, hi in zip(by_layer(1e-3), by_layer(0.5)))
 
 
 def test_layer_metrics_rows_for_every_architecture():

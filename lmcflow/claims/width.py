@@ -146,19 +146,30 @@ def lewc_logit_ratio(lam, depth) -> np.ndarray:
     return lam ** depth + (1 - lam) ** depth
 
 
-def fitted_decay_exponent(lam, ratio) -> float:
+def fitted_decay_exponent(lam, ratio, bounds=(0.25, 64.0), xtol: float = 1e-6):
     """D̂: the exponent whose λ^D + (1 − λ)^D fits the measured relative logit norms best (least squares on the log
-    scale, interior λ), in [0.25, 64]; NaN if a ratio is not positive."""
-    from scipy.optimize import minimize_scalar  # lazy: scipy costs ~0.3 s and only this claim's jobs need it
-
+    scale, interior λ), in ``bounds``; NaN if a ratio is not positive. Vectorised: ``ratio`` (…, len(lam)) gives
+    one exponent per leading index (golden-section search, the loss is unimodal in D), a float for one curve."""
     lam, ratio = np.asarray(lam, dtype=float), np.asarray(ratio, dtype=float)
     inside = (lam > 0) & (lam < 1)
-    lam, ratio = lam[inside], ratio[inside]
-    if not len(lam) or not np.all(ratio > 0):
+    lam, ratio = lam[inside], ratio[..., inside]
+    if not len(lam):
         return float("nan")
-    target = np.log(ratio)
+    ok = np.all(ratio > 0, axis=-1)
+    target = np.log(np.where(ratio > 0, ratio, 1.0))
 
     def loss(d):
-        return float(np.sum((np.log(lewc_logit_ratio(lam, d)) - target) ** 2))
+        return np.sum((np.log(lewc_logit_ratio(lam, d[..., None])) - target) ** 2, axis=-1)
 
-    return float(minimize_scalar(loss, bounds=(0.25, 64.0), method="bounded", options={"xatol": 1e-6}).x)
+    invphi = (np.sqrt(5.0) - 1) / 2
+    lo, hi = np.full(ok.shape, bounds[0]), np.full(ok.shape, bounds[1])
+    c, d = hi - invphi * (hi - lo), lo + invphi * (hi - lo)
+    fc, fd = loss(c), loss(d)
+    while np.max(hi - lo) > xtol:
+        left = fc < fd  # the minimum lies in [lo, d]: d becomes the upper end, c the new d
+        lo, hi = np.where(left, lo, c), np.where(left, d, hi)
+        c_left, d_right = hi - invphi * (hi - lo), lo + invphi * (hi - lo)
+        c, d, fc, fd = (np.where(left, c_left, d), np.where(left, c, d_right),
+                        np.where(left, loss(c_left), fd), np.where(left, fc, loss(d_right)))
+    out = np.where(ok, (lo + hi) / 2, np.nan)
+    return float(out) if out.ndim == 0 else out

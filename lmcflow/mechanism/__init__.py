@@ -1,7 +1,13 @@
 """Mechanism metrics of the width paper (LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank, neuron
 activity) for two aligned models, per hidden layer; ``layer_metrics`` joins them into the rows of
-``layer_metrics.parquet``. λ is the paper's weight on θ_A. Definitions and derivations: ``docs/mechanism.md``."""
-from lmcflow.mechanism.activity import active_units, independent_jaccard, neuron_activity_rows, second_moments
+``layer_metrics.parquet``, ``active_overlap_rows`` sweeps the activity threshold τ (``active_overlap.parquet``). λ is the paper's weight on θ_A. Definitions and derivations: ``docs/mechanism.md``."""
+from lmcflow.mechanism.activity import (
+    active_overlap_rows,
+    active_units,
+    independent_jaccard,
+    neuron_activity_rows,
+    second_moments,
+)
 from lmcflow.mechanism.common import (
     DEFAULT_ACTIVE_THRESHOLD,
     DEFAULT_ENERGY,
@@ -29,6 +35,7 @@ __all__ = [
     "DEFAULT_ACTIVE_THRESHOLD",
     "DEFAULT_ENERGY",
     "ORTHOGONALITY_COLUMNS",
+    "active_overlap_rows",
     "active_units",
     "gaussian_weak_additivity",
     "hidden_layer_weights",

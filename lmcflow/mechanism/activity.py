@@ -40,20 +40,31 @@ def independent_jaccard(n_a: int, n_b: int, n: int) -> float:
     return inter / union if union > 0 else float("nan")
 
 
+def overlap(a: torch.Tensor, b: torch.Tensor, threshold: float) -> dict:
+    """The active units of two layers' second moments at one τ and their Jaccard index beside chance."""
+    act_a, act_b = active_units(a, threshold), active_units(b, threshold)
+    union = int((act_a | act_b).sum())
+    return {"n_units": len(a), "n_active_a": int(act_a.sum()), "n_active_b": int(act_b.sum()),
+            "frac_active_a": float(act_a.float().mean()), "frac_active_b": float(act_b.float().mean()),
+            "active_jaccard": int((act_a & act_b).sum()) / union if union else float("nan"),
+            "active_jaccard_independent": independent_jaccard(int(act_a.sum()), int(act_b.sum()), len(a)),
+            "active_threshold": threshold}
+
+
 def neuron_activity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor,
                          threshold: float = DEFAULT_ACTIVE_THRESHOLD, batch_size: int = 500) -> list[dict]:
     """Rows {layer, n_units, n_active_{a,b}, frac_active_{a,b}, active_jaccard, active_jaccard_independent,
-    m2_mean_{a,b}, m2_max_{a,b}} (``docs/mechanism.md`` §5)."""
+    m2_mean_{a,b}, m2_max_{a,b}} at τ = ``threshold`` (``docs/mechanism.md`` §5)."""
     ma, mb = second_moments(model_a, x, batch_size), second_moments(model_b, x, batch_size)
-    rows = []
-    for j, (a, b) in enumerate(zip(ma, mb)):
-        act_a, act_b = active_units(a, threshold), active_units(b, threshold)
-        union = int((act_a | act_b).sum())
-        rows.append({"layer": j + 1, "n_units": len(a),
-                     "n_active_a": int(act_a.sum()), "n_active_b": int(act_b.sum()),
-                     "frac_active_a": float(act_a.float().mean()), "frac_active_b": float(act_b.float().mean()),
-                     "active_jaccard": int((act_a & act_b).sum()) / union if union else float("nan"),
-                     "active_jaccard_independent": independent_jaccard(int(act_a.sum()), int(act_b.sum()), len(a)),
-                     "m2_mean_a": float(a.mean()), "m2_mean_b": float(b.mean()),
-                     "m2_max_a": float(a.max()), "m2_max_b": float(b.max()), "active_threshold": threshold})
-    return rows
+    return [{"layer": j + 1, **overlap(a, b, threshold), "m2_mean_a": float(a.mean()), "m2_mean_b": float(b.mean()),
+             "m2_max_a": float(a.max()), "m2_max_b": float(b.max())} for j, (a, b) in enumerate(zip(ma, mb))]
+
+
+def active_overlap_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, thresholds,
+                        batch_size: int = 500) -> list[dict]:
+    """The τ sweep (table ``active_overlap``): rows {layer, active_threshold, n_units, n_active_{a,b},
+    frac_active_{a,b}, active_jaccard, active_jaccard_independent} for every τ in ``thresholds``, from one pass
+    over the inputs per model."""
+    ma, mb = second_moments(model_a, x, batch_size), second_moments(model_b, x, batch_size)
+    return [{"layer": j + 1, **overlap(a, b, float(tau))}
+            for tau in sorted({float(t) for t in thresholds}) for j, (a, b) in enumerate(zip(ma, mb))]

@@ -216,9 +216,10 @@ class PlanBase(Paths):
                 if m != "identity"
                 for b in pair_blocks(p)
             ]
-        if kind == "layer_metrics":
+        if kind in ("layer_metrics", "active_overlap"):
+            out_file = self.mechanism_file if kind == "layer_metrics" else self.active_overlap_file
             return [
-                self.mechanism_file(study, p.point, m, blocks_label(*b))
+                out_file(study, p.point, m, blocks_label(*b))
                 for p in pts
                 for m in mechanism_methods(p)
                 for b in pair_blocks(p)

@@ -73,7 +73,8 @@ def rule_jobs(plan: Plan) -> list[Job]:
                                         data=P.point_data_file(wc), bundles=P.block_bundles(wc)))
                 for m in mechanism_methods(p):
                     wc = ns(study=s, point=p.point, method=m, blocks=blocks)
-                    out.append(_job("mechanism", vars(wc), P.mechanism_file(s, p.point, m, blocks),
+                    out.append(_job("mechanism", vars(wc), [P.mechanism_file(s, p.point, m, blocks),
+                                                            P.active_overlap_file(s, p.point, m, blocks)],
                                     data=P.point_data_file(wc), bundles=P.block_bundles(wc),
                                     alignment=P.mechanism_alignment_files(wc)))
         for kind in CONCAT_KINDS:

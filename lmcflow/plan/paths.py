@@ -1,7 +1,7 @@
 """Where every file of a run lives: the path builders of the workflow, from the config's three roots."""
 from __future__ import annotations
 
-ALIGN_TABLE_KINDS = ("alignment", "layer_metrics")
+ALIGN_TABLE_KINDS = ("alignment", "layer_metrics", "active_overlap")
 
 WIDTH_FIGURES = ["barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated", "logit_norm_along_lambda"]
 MECHANISM_FIGURES = [
@@ -67,6 +67,10 @@ class Paths:
 
     def mechanism_file(self, study, point, method, blocks):
         return f"{self.work}/mechanism/{study}/{point}/{method}/blocks-{blocks}.parquet"
+
+    def active_overlap_file(self, study, point, method, blocks):
+        """Rule mechanism's second output: the τ sweep of the active-unit overlap."""
+        return f"{self.work}/mechanism/{study}/{point}/{method}/blocks-{blocks}-active_overlap.parquet"
 
     def figures(self, study, names):
         """The png and pdf of each named figure of a study."""

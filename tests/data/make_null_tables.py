@@ -33,7 +33,8 @@ TEST_SPLIT = {"split": "test"}
 # config -> study -> the tables its claims read ({column: value}: the rows kept)
 RECORDED = {
     "tests/configs/null_tables.yaml": {
-        "width": {"barriers": TEST_SPLIT, "interpolation": TEST_SPLIT, "layer_metrics": {}, "runs": {}}},
+        "width": {"barriers": TEST_SPLIT, "interpolation": TEST_SPLIT, "layer_metrics": {}, "active_overlap": {},
+                  "runs": {}}},
     "tests/configs/null_tables_identifiability.yaml": {
         "sym": {"identifiability": {}, "identifiability_lmc": TEST_SPLIT, "interpolation": TEST_SPLIT,
                 "swap_costs": {}, "runs": {}},

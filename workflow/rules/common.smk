@@ -69,6 +69,7 @@ ident_point_file = PLAN.ident_point_file
 align_file = PLAN.align_file
 align_row_file = PLAN.align_row_file
 mechanism_file = PLAN.mechanism_file
+active_overlap_file = PLAN.active_overlap_file
 # targets
 all_targets = PLAN.all_targets
 report_front_page = PLAN.report_front_page

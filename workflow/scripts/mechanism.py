@@ -7,4 +7,5 @@ with job_log(snakemake.log[0]):
     start_job(snakemake.threads)
     p = snakemake.params
     run_mechanism_block(Point.from_dict(p.point), snakemake.wildcards.method, p.pairs, p.models, p.alignment,
-                        snakemake.input.data, snakemake.output[0], device=p.device)
+                        snakemake.input.data, snakemake.output.layer_metrics, device=p.device,
+                        out_overlap=snakemake.output.active_overlap)
