@@ -23,6 +23,10 @@ class PermutationSpec:
     feature_indices: dict  # group -> tuple of indices into model.hidden_features(x)
     parameters: tuple  # trainable keys (the weight-matching objective runs over these)
     members: dict = field(default_factory=dict)  # group -> [(key, axis), …] over all keys
+    # Specs derived from the traced graph (lmcflow.alignment.derive) only:
+    feature_nodes: dict = field(default_factory=dict)  # group -> ((graph node, axis), …) activation matching reads
+    fixed: dict = field(default_factory=dict)  # "key[axis]" of parameter axes kept in order -> why
+    trace_overrides: dict = field(default_factory=dict)  # model.trace_overrides the graph was traced with
 
     def __post_init__(self):
         if not self.members:
@@ -116,17 +120,46 @@ def _check_groupnorm(model: nn.Module) -> None:
                 f"(GroupNorm(1, C), a LayerNorm over C,H,W) or batchnorm.")
 
 
-def permutation_spec(model: nn.Module, extra_axes: dict | None = None) -> PermutationSpec:
-    """Build the permutation spec of an ``MLP``, ``VGG11`` or ``ResNet20`` instance."""
+_DERIVED: dict = {}  # architecture signature -> derived (and proven) spec
+
+
+def _derived(model: nn.Module, example_input, overrides) -> PermutationSpec:
+    from lmcflow.alignment.derive import derived_spec, example_batch  # torch.fx only where it is needed
+
+    overrides = dict(overrides if overrides is not None else getattr(model, "trace_overrides", None) or {})
+    if example_input is None:
+        shape = getattr(model, "example_input_shape", None)
+        if shape is None:
+            raise TypeError(f"the permutation spec of {type(model).__name__} is derived from its traced graph, "
+                            f"which needs an input: pass example_input=<a batch> (or set "
+                            f"model.example_input_shape, as lmcflow's model builder does)")
+        example_input = example_batch(tuple(shape))
+    sd = model.state_dict()
+    key = (type(model).__qualname__, tuple((k, tuple(v.shape)) for k, v in sd.items()),
+           tuple(example_input.shape[1:]), tuple(sorted(overrides.items())))
+    if key not in _DERIVED:
+        _DERIVED[key] = derived_spec(model, example_input, overrides)
+    return _DERIVED[key]
+
+
+def permutation_spec(model: nn.Module, extra_axes: dict | None = None, example_input: torch.Tensor | None = None,
+                     trace_overrides: dict | None = None) -> PermutationSpec:
+    """The permutation spec of ``model``: for ``MLP``, ``VGG11`` and ``ResNet20`` from lmcflow's layer rules (the
+    group names and ``hidden_features`` indices the mechanism code reads; tests/test_derive.py checks the graph
+    derivation gives the same groups), for any other model derived from its traced graph and proven
+    (``lmcflow.alignment.derive``; ``example_input``: a batch, else ``model.example_input_shape``)."""
+    if not isinstance(model, (MLP, VGG11, ResNet20)):
+        if extra_axes:
+            raise ValueError("extra_axes is for lmcflow's own architectures; a derived spec takes "
+                             "trace_overrides ({'<module path>': 'fixed' | 'elementwise'})")
+        return _derived(model, example_input, trace_overrides)
     _check_groupnorm(model)
     if isinstance(model, MLP):
         arch, lay = "mlp", _mlp_layout(model)
     elif isinstance(model, VGG11):
         arch, lay = "vgg11", _vgg_layout(model)
-    elif isinstance(model, ResNet20):
-        arch, lay = "resnet20", _resnet_layout(model)
     else:
-        raise TypeError(f"no permutation spec for {type(model).__name__}; known: MLP, VGG11, ResNet20")
+        arch, lay = "resnet20", _resnet_layout(model)
     extra_axes = dict(extra_axes or {})
     sd = model.state_dict()
     axes: dict[str, tuple] = {}
