@@ -5,7 +5,7 @@ random init, nothing downloaded) and a user's own factory (``model.arch: factory
 The width sweep acts through the builder's own arguments: ``model.width_kwargs: {name: value at width 1}`` passes
 ``name = max(1, round(value × model.width))`` (integers; floats: value × width). ``num_classes`` comes from the
 dataset; a factory also gets ``in_shape`` (C, H, W) when its signature has it. torchvision models take RGB:
-a dataset with one channel is repeated to three in front of the model (``RepeatChannels``).
+a dataset with one channel is repeated to three in front of the model (``lmcflow.models.RepeatChannels``).
 """
 from __future__ import annotations
 
@@ -14,9 +14,6 @@ import inspect
 import os
 import sys
 from pathlib import Path
-
-import torch
-from torch import nn
 
 TORCHVISION_PREFIX = "torchvision:"
 FACTORY_ARCH = "factory"
@@ -62,20 +59,13 @@ def import_factory(path: str):
     return fn
 
 
-class RepeatChannels(nn.Module):
-    """Feeds a C-channel input to a model that takes ``channels`` (grayscale -> RGB: the channel repeated)."""
-
-    def __init__(self, model: nn.Module, channels: int = 3):
-        super().__init__()
-        self.model = model
-        self.channels = channels
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x.expand(-1, self.channels, -1, -1))
+def needs_rgb(arch: str, in_shape: tuple) -> bool:
+    """torchvision's classification models take RGB: other channel counts are repeated to three in front."""
+    return arch.startswith(TORCHVISION_PREFIX) and in_shape[0] != 3
 
 
 def _torchvision_builder(name: str):
-    import torchvision.models as tvm
+    import torchvision.models as tvm  # torchvision only for configs that name its models
 
     known = tvm.list_models(module=tvm)
     if name not in known:
@@ -84,8 +74,12 @@ def _torchvision_builder(name: str):
 
 
 def build_external(arch: str, factory: str | None, kwargs: dict | None, width_kwargs: dict | None, width: float,
-                   in_shape: tuple, num_classes: int) -> nn.Module:
-    """The model ``arch``/``factory`` name, built with its kwargs at ``width`` (module doc)."""
+                   in_shape: tuple, num_classes: int):
+    """The ``torch.nn.Module`` that ``arch``/``factory`` name, built with its kwargs at ``width`` (module doc; the
+    RGB adapter is ``lmcflow.models.RepeatChannels``)."""
+    from torch import nn  # torch only where a model is built: the config check imports this module
+
+
     kw = {**(kwargs or {}), **scaled_kwargs(width_kwargs, width)}
     if arch.startswith(TORCHVISION_PREFIX):
         if factory:
@@ -95,8 +89,6 @@ def build_external(arch: str, factory: str | None, kwargs: dict | None, width_kw
             model = fn(num_classes=num_classes, **kw)
         except (TypeError, ValueError) as err:
             raise ValueError(f"model.kwargs {kw} for {arch}: {err}") from None
-        if in_shape[0] != 3:
-            model = RepeatChannels(model, 3)
         return model
     if arch != FACTORY_ARCH:
         raise ValueError(f"model.arch {arch!r} is not a torchvision model or {FACTORY_ARCH!r}")
@@ -119,12 +111,15 @@ def build_external(arch: str, factory: str | None, kwargs: dict | None, width_kw
 def check_external(model_cfg: dict, in_shape: tuple, num_classes: int) -> None:
     """Build the model on the meta device (no memory, no init) and run it on a meta batch, so a wrong name,
     kwarg or shape fails at the config check; ValueError says what."""
+    import torch  # the config check imports torch only for configs with models from outside lmcflow
+
     with torch.device("meta"):
         model = build_external(model_cfg["arch"], model_cfg.get("factory"), model_cfg.get("kwargs"),
                                model_cfg.get("width_kwargs"), float(model_cfg.get("width", 1.0)), in_shape,
                                num_classes)
         try:
-            out = model.eval()(torch.empty((2, *in_shape)))
+            c = 3 if needs_rgb(model_cfg["arch"], in_shape) else in_shape[0]
+            out = model.eval()(torch.empty((2, c, *in_shape[1:])))
         except Exception as err:  # any forward error: the model does not take this dataset's inputs
             raise ValueError(f"model {model_cfg['arch']} does not run on inputs of shape {tuple(in_shape)}: "
                              f"{type(err).__name__}: {err}") from None

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lmcflow.catalog import ARCHITECTURES  # noqa: F401  (re-exported)
-from lmcflow.external import build_external, is_external
+from lmcflow.external import build_external, is_external, needs_rgb
 from lmcflow.symmetry import SigmaGate, is_asymmetric, make_conv2d, make_gate, make_linear
 
 NORMS = ("none", "layernorm", "batchnorm", "groupnorm")
@@ -284,6 +284,18 @@ class SumReLU(nn.Module):
         return self.hidden_features(x)[0].sum(1, keepdim=True)
 
 
+class RepeatChannels(nn.Module):
+    """Feeds a C-channel input to a model that takes ``channels`` (grayscale -> RGB: the channel repeated)."""
+
+    def __init__(self, model: nn.Module, channels: int = 3):
+        super().__init__()
+        self.model = model
+        self.channels = channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x.expand(-1, self.channels, -1, -1))
+
+
 _BUILDERS = {"mlp": MLP, "vgg11": VGG11, "resnet20": ResNet20, "sum_relu": SumReLU}
 
 
@@ -291,6 +303,8 @@ def build_model(spec: ModelSpec) -> nn.Module:
     if is_external(spec.arch):
         model = build_external(spec.arch, spec.factory, spec.kwargs, spec.width_kwargs, spec.width,
                                spec.in_shape, spec.num_classes)
+        if needs_rgb(spec.arch, spec.in_shape):
+            model = RepeatChannels(model, 3)
         init_weights(model, spec.init)
         model.example_input_shape = tuple(spec.in_shape)  # the derived permutation spec traces on this shape
         model.trace_overrides = dict(spec.trace_overrides or {})

@@ -29,19 +29,22 @@ class GatedBlock(nn.Module):
 class GatedNet(nn.Module):
     def __init__(self, in_channels: int, channels: int, blocks: int, num_classes: int):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, channels, 3, stride=2, padding=1, bias=False),
-                                  nn.BatchNorm2d(channels), nn.ReLU())
-        self.blocks = nn.Sequential(*[GatedBlock(channels) for _ in range(blocks)])
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, channels, 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(channels), nn.ReLU(), nn.MaxPool2d(2))
+        self.stage1 = nn.Sequential(*[GatedBlock(channels) for _ in range(blocks)])
+        self.down = nn.Sequential(nn.Conv2d(channels, 2 * channels, 3, stride=2, padding=1, bias=False),
+                                  nn.BatchNorm2d(2 * channels), nn.ReLU())
+        self.stage2 = nn.Sequential(*[GatedBlock(2 * channels) for _ in range(blocks)])
         self.pool = nn.AdaptiveAvgPool2d(1)
-        self.hidden = nn.Linear(channels, 2 * channels)
-        self.head = nn.Linear(2 * channels, num_classes)
+        self.hidden = nn.Linear(2 * channels, 4 * channels)
+        self.head = nn.Linear(4 * channels, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.pool(self.blocks(self.stem(x))).flatten(1)
-        return self.head(nn.functional.gelu(self.hidden(h)))
+        h = self.stage2(self.down(self.stage1(self.stem(x))))
+        return self.head(nn.functional.gelu(self.hidden(self.pool(h).flatten(1))))
 
 
-def build(num_classes: int, in_shape: tuple, channels: int = 32, blocks: int = 2) -> nn.Module:
+def build(num_classes: int, in_shape: tuple, channels: int = 32, blocks: int = 1) -> nn.Module:
     """The factory of examples/any_model.yaml (``model.factory: examples.user_model.net:build``); the width sweep
     scales ``channels`` (``model.width_kwargs: {channels: 32}``)."""
     return GatedNet(in_shape[0], channels, blocks, num_classes)

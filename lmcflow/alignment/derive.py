@@ -11,10 +11,12 @@ import copy
 import torch
 import torch.fx as fx
 from torch import nn
+from torch.fx.passes.shape_prop import ShapeProp
 from torch.utils._pytree import tree_leaves
 
-from lmcflow.alignment.graph_axes import GraphAxes, derive_axes, trace
-from lmcflow.alignment.spec import PermutationSpec, apply_permutation
+from lmcflow.alignment.graph_axes import OVERRIDES, GraphAxes, UnsupportedGraph, _Rules, trace
+from lmcflow.alignment.graph_rules import apply_rule
+from lmcflow.alignment.table import PermutationSpec, apply_permutation
 from lmcflow.correlation import _Moments
 from lmcflow.seeding import generator
 
@@ -28,6 +30,41 @@ class SpecProofError(ValueError):
 def example_batch(in_shape, n: int = 4) -> torch.Tensor:
     """A fixed batch of ``n`` standard-normal inputs of shape ``in_shape`` (the proof and the trace use it)."""
     return torch.randn((n, *in_shape), generator=generator("spec-proof-batch", 0))
+
+
+def derive_axes(model: nn.Module, x: torch.Tensor, overrides: dict | None = None) -> GraphAxes:
+    """Trace ``model`` on ``x`` (eval mode, a batch of at least 2) and join its axes (module doc)."""
+    overrides = dict(overrides or {})
+    bad = {k: v for k, v in overrides.items() if v not in OVERRIDES}
+    if bad:
+        raise ValueError(f"model.trace_overrides {bad}: each value must be one of {', '.join(OVERRIDES)}")
+    if x.shape[0] < 2:
+        raise ValueError("derive_axes needs a batch of at least 2 inputs, so that broadcasting is unambiguous")
+    was_training = model.training
+    model.eval()
+    try:
+        gm = trace(model, overrides)
+        ShapeProp(gm).propagate(x)
+    finally:
+        model.train(was_training)
+    rules = _Rules(gm, model.state_dict(keep_vars=False), overrides)
+    used = set()
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            used.add(node.target)
+        apply_rule(rules, node)
+    unknown = sorted(set(overrides) - used - {n.name for n in gm.graph.nodes})
+    if unknown:
+        raise ValueError(f"model.trace_overrides names {unknown}, which are neither modules called in the traced "
+                         f"graph nor node names")
+    if rules.unsupported:
+        raise UnsupportedGraph(
+            f"cannot derive the permutation spec of {type(model).__name__}: {len(rules.unsupported)} node(s) do "
+            f"ops lmcflow's graph rules do not know:\n" + "\n".join(rules.unsupported) +
+            "\nDeclare each module in model.trace_overrides: {'<module path>': 'fixed'} keeps it whole (its inputs "
+            "and outputs keep their order, its parameters are not permuted) or 'elementwise' (it acts entry by "
+            "entry on a tensor and returns one of the same shape, like an activation).")
+    return GraphAxes(rules.uf, gm.graph, rules.kinds, [n.name for n in gm.graph.nodes])
 
 
 def _group_names(ga: GraphAxes, sd: dict, roots: set) -> dict:

@@ -17,7 +17,6 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
-from torch.fx.passes.shape_prop import ShapeProp
 
 OVERRIDES = ("fixed", "elementwise")
 
@@ -214,40 +213,3 @@ def _arg(node, i: int, name: str, default=None):
     if len(node.args) > i:
         return node.args[i]
     return node.kwargs.get(name, default)
-
-
-def derive_axes(model: nn.Module, x: torch.Tensor, overrides: dict | None = None) -> GraphAxes:
-    """Trace ``model`` on ``x`` (eval mode, a batch of at least 2) and join its axes (module doc)."""
-    from lmcflow.alignment.graph_rules import apply_rule  # the op table
-
-    overrides = dict(overrides or {})
-    bad = {k: v for k, v in overrides.items() if v not in OVERRIDES}
-    if bad:
-        raise ValueError(f"model.trace_overrides {bad}: each value must be one of {', '.join(OVERRIDES)}")
-    if x.shape[0] < 2:
-        raise ValueError("derive_axes needs a batch of at least 2 inputs, so that broadcasting is unambiguous")
-    was_training = model.training
-    model.eval()
-    try:
-        gm = trace(model, overrides)
-        ShapeProp(gm).propagate(x)
-    finally:
-        model.train(was_training)
-    rules = _Rules(gm, model.state_dict(keep_vars=False), overrides)
-    used = set()
-    for node in gm.graph.nodes:
-        if node.op == "call_module":
-            used.add(node.target)
-        apply_rule(rules, node)
-    unknown = sorted(set(overrides) - used - {n.name for n in gm.graph.nodes})
-    if unknown:
-        raise ValueError(f"model.trace_overrides names {unknown}, which are neither modules called in the traced "
-                         f"graph nor node names")
-    if rules.unsupported:
-        raise UnsupportedGraph(
-            f"cannot derive the permutation spec of {type(model).__name__}: {len(rules.unsupported)} node(s) do "
-            f"ops lmcflow's graph rules do not know:\n" + "\n".join(rules.unsupported) +
-            "\nDeclare each module in model.trace_overrides: {'<module path>': 'fixed'} keeps it whole (its inputs "
-            "and outputs keep their order, its parameters are not permuted) or 'elementwise' (it acts entry by "
-            "entry on a tensor and returns one of the same shape, like an activation).")
-    return GraphAxes(rules.uf, gm.graph, rules.kinds, [n.name for n in gm.graph.nodes])

@@ -11,6 +11,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
+from lmcflow.alignment.derive import node_feature_moments
 from lmcflow.alignment.spec import PermutationSpec, permutation_spec, permute_except
 from lmcflow.correlation import feature_correlations
 from lmcflow.seeding import generator
@@ -97,8 +98,6 @@ def activation_matching(model_a: nn.Module, model_b: nn.Module, spec: Permutatio
     t0 = time.perf_counter()
     device = next(iter(model_a.state_dict().values())).device
     if spec.feature_nodes:  # a derived spec: features at the graph nodes that define each group
-        from lmcflow.alignment.derive import node_feature_moments
-
         moments = node_feature_moments(model_a, model_b, spec, x.to(device), batch_size=batch_size)
         per_feature = {g: [m.correlation() for m in ms] for g, ms in moments.items()}
     else:

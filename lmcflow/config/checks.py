@@ -17,6 +17,7 @@ from lmcflow.config.params import (
     merge_methods,
 )
 from lmcflow.config.points import expand_points, point_matches, point_value
+from lmcflow.external import check_external, is_external
 
 
 def check_semantics(config: dict, claim_registry: dict, dataset_names, architectures) -> None:
@@ -31,7 +32,7 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
         where = f"studies.{name} (point {pid})"
         if p.dataset not in dataset_names:
             raise ConfigError(f"{where}: dataset {p.dataset!r} is not defined; allowed: {', '.join(dataset_names)}")
-        if p.model.get("arch") not in architectures and not is_external_arch(p.model.get("arch")):
+        if p.model.get("arch") not in architectures and not is_external(p.model.get("arch")):
             raise ConfigError(f"{where}: model.arch {p.model.get('arch')!r} is unknown; "
                               f"allowed: {', '.join(architectures)}, torchvision:<name>, factory")
         if not p.model.get("width", 0) > 0:
@@ -61,10 +62,6 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
             claim.check_config(cid, ccfg, study, studies[study], [p for (s, _), p in points.items() if s == study])
 
 
-def is_external_arch(arch) -> bool:
-    return isinstance(arch, str) and (arch.startswith("torchvision:") or arch == "factory")
-
-
 _EXTERNAL_ONLY = ("factory", "kwargs", "width_kwargs", "trace_overrides")
 
 
@@ -77,7 +74,7 @@ def check_external_models(config: dict, points: dict) -> None:
     for (name, pid), p in points.items():
         where = f"studies.{name} (point {pid})"
         arch = p.model.get("arch")
-        if not is_external_arch(arch):
+        if not is_external(arch):
             stray = [k for k in _EXTERNAL_ONLY if k in p.model]
             if stray:
                 raise ConfigError(f"{where}: model.{stray[0]} is for models from outside lmcflow "
@@ -99,8 +96,6 @@ def check_external_models(config: dict, points: dict) -> None:
         if key in checked:
             continue
         checked.add(key)
-        from lmcflow.external import check_external  # imports torch: only for configs with such models
-
         try:
             check_external(p.model, ds.in_shape, ds.num_classes)
         except ValueError as err:
@@ -172,7 +167,7 @@ def check_alignment_semantics(points: dict) -> None:
                               f"{p.merge.get('methods')}; the mechanism reads the merge's aligned pairs")
         aligned = [m for m in merge_methods(p) if m != "identity"]
         if (aligned or mechanism_methods(p)) and p.model.get("arch") not in ALIGNABLE_ARCHS and \
-                not (aligned and not mechanism_methods(p) and is_external_arch(p.model.get("arch"))):
+                not (aligned and not mechanism_methods(p) and is_external(p.model.get("arch"))):
             what = "merge.methods " + str(aligned) if aligned else "analysis.mechanism"
             raise ConfigError(f"{where}: {what} needs model.arch in {', '.join(ALIGNABLE_ARCHS)}, "
                               f"got {p.model.get('arch')!r}")
