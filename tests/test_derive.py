@@ -161,7 +161,7 @@ def test_weight_and_activation_matching_recover_a_planted_permutation_of_a_torch
     assert set(info["per_group"]) == set(spec.groups)
     # units whose features correlate 1 with their copy are recovered; dead ReLUs of a random init are not
     clean = [g for g, c in info["per_group"].items() if c > 0.999]
-    assert len(clean) >= len(spec.groups) // 2
+    assert len(clean) >= 2 and _recovered(perms, planted) > 0.85
     assert all(torch.equal(perms[g], torch.argsort(planted[g])) for g in clean)
 
 
