@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lmcflow.catalog import ARCHITECTURES  # noqa: F401  (re-exported)
+from lmcflow.external import build_external, is_external, needs_rgb
 from lmcflow.symmetry import SigmaGate, is_asymmetric, make_conv2d, make_gate, make_linear
 
 NORMS = ("none", "layernorm", "batchnorm", "groupnorm")
@@ -47,6 +48,11 @@ class ModelSpec:
     activation: str = "relu"
     symmetry: dict | None = None  # see lmcflow.symmetry
     init: dict | None = None  # {weights, std, bias}: see init_weights (None: torch's defaults)
+    # Models from outside lmcflow (lmcflow.external): arch "torchvision:<name>" or "factory"
+    factory: str | None = None  # "package.module:function" (arch "factory")
+    kwargs: dict | None = None  # keyword arguments of the builder
+    width_kwargs: dict | None = None  # {builder argument: value at width 1}, scaled by width
+    trace_overrides: dict | None = None  # {module path: fixed | elementwise} for the derived permutation spec
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelSpec:
@@ -55,7 +61,13 @@ class ModelSpec:
         return cls(**d)
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        """Every field; the external-model fields only where set, so lmcflow's own models' checkpoint metadata
+        (and hashes) do not depend on them."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()
+                if not (k in _EXTERNAL_FIELDS and v is None)}
+
+
+_EXTERNAL_FIELDS = ("factory", "kwargs", "width_kwargs", "trace_overrides")
 
 
 def _norm1d(kind: str, n: int) -> nn.Module:
@@ -272,10 +284,31 @@ class SumReLU(nn.Module):
         return self.hidden_features(x)[0].sum(1, keepdim=True)
 
 
+class RepeatChannels(nn.Module):
+    """Feeds a C-channel input to a model that takes ``channels`` (grayscale -> RGB: the channel repeated)."""
+
+    def __init__(self, model: nn.Module, channels: int = 3):
+        super().__init__()
+        self.model = model
+        self.channels = channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x.expand(-1, self.channels, -1, -1))
+
+
 _BUILDERS = {"mlp": MLP, "vgg11": VGG11, "resnet20": ResNet20, "sum_relu": SumReLU}
 
 
 def build_model(spec: ModelSpec) -> nn.Module:
+    if is_external(spec.arch):
+        model = build_external(spec.arch, spec.factory, spec.kwargs, spec.width_kwargs, spec.width,
+                               spec.in_shape, spec.num_classes)
+        if needs_rgb(spec.arch, spec.in_shape):
+            model = RepeatChannels(model, 3)
+        init_weights(model, spec.init)
+        model.example_input_shape = tuple(spec.in_shape)  # the derived permutation spec traces on this shape
+        model.trace_overrides = dict(spec.trace_overrides or {})
+        return model
     if spec.arch not in _BUILDERS:
         raise ValueError(f"model.arch={spec.arch!r} is unknown; allowed: {', '.join(ARCHITECTURES)}")
     if spec.activation not in ACTIVATIONS:

@@ -123,9 +123,7 @@ class SigmaGate(nn.Module):
         self.register_buffer("C", c)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2:
-            return torch.sigmoid(F.linear(x, self.C)) * x
-        xc = x.movedim(1, -1)
+        xc = x.movedim(1, -1)  # a no-op on (N, C); written without a branch so torch.fx can trace it
         return (torch.sigmoid(F.linear(xc, self.C)) * xc).movedim(-1, 1)
 
 

@@ -11,6 +11,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
+from lmcflow.alignment.derive import node_feature_moments
 from lmcflow.alignment.spec import PermutationSpec, permutation_spec, permute_except
 from lmcflow.correlation import feature_correlations
 from lmcflow.seeding import generator
@@ -152,11 +153,16 @@ def activation_matching(model_a: nn.Module, model_b: nn.Module, spec: Permutatio
     """Match units by the Pearson correlation of their activations on ``x`` (module doc)."""
     t0 = time.perf_counter()
     device = next(iter(model_a.state_dict().values())).device
-    corrs = feature_correlations(model_a, model_b, x.to(device), batch_size=batch_size)
+    if spec.feature_nodes:  # a derived spec: features at the graph nodes that define each group
+        moments = node_feature_moments(model_a, model_b, spec, x.to(device), batch_size=batch_size)
+        per_feature = {g: [m.correlation() for m in ms] for g, ms in moments.items()}
+    else:
+        corrs = feature_correlations(model_a, model_b, x.to(device), batch_size=batch_size)
+        per_feature = {g: [corrs[i] for i in idx] for g, idx in spec.feature_indices.items()}
     perms, per_group = {}, {}
     total, count = 0.0, 0
-    for grp, idx in spec.feature_indices.items():
-        c = torch.stack([corrs[i].double().cpu() for i in idx]).mean(0)
+    for grp, feats in per_feature.items():
+        c = torch.stack([f.double().cpu() for f in feats]).mean(0)
         if c.shape != (spec.sizes[grp],) * 2:
             raise ValueError(f"group {grp}: correlation matrix {tuple(c.shape)} does not match "
                              f"{spec.sizes[grp]} units; hidden_features and the spec disagree")

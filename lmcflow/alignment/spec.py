@@ -5,42 +5,14 @@ Details: docs/internals.md, "`lmcflow.alignment.spec`".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch import nn
 
+from lmcflow.alignment.derive import derived_spec, example_batch
+from lmcflow.alignment.table import PermutationSpec, apply_permutation, permute_except
 from lmcflow.models import MLP, VGG11, ResNet20
 
-
-@dataclass
-class PermutationSpec:
-    """Which permutation group re-indexes each axis of each state_dict entry."""
-
-    arch: str
-    axes: dict  # state_dict key -> tuple[str | None, ...], one entry per tensor axis
-    sizes: dict  # group -> number of units (insertion order = layer order)
-    feature_indices: dict  # group -> tuple of indices into model.hidden_features(x)
-    parameters: tuple  # trainable keys (the weight-matching objective runs over these)
-    members: dict = field(default_factory=dict)  # group -> [(key, axis), …] over all keys
-
-    def __post_init__(self):
-        if not self.members:
-            members = {g: [] for g in self.sizes}
-            for key, ax in self.axes.items():
-                for axis, g in enumerate(ax):
-                    if g is not None:
-                        members[g].append((key, axis))
-            self.members = members
-
-    @property
-    def groups(self) -> tuple:
-        return tuple(self.sizes)
-
-    @property
-    def feature_index(self) -> dict:
-        """group -> the (last) ``hidden_features`` index whose channels it permutes."""
-        return {g: idx[-1] for g, idx in self.feature_indices.items()}
+__all__ = ["PermutationSpec", "apply_permutation", "permute_except", "permutation_spec"]
 
 
 class _Layout:
@@ -116,17 +88,44 @@ def _check_groupnorm(model: nn.Module) -> None:
                 f"(GroupNorm(1, C), a LayerNorm over C,H,W) or batchnorm.")
 
 
-def permutation_spec(model: nn.Module, extra_axes: dict | None = None) -> PermutationSpec:
-    """Build the permutation spec of an ``MLP``, ``VGG11`` or ``ResNet20`` instance."""
+_DERIVED: dict = {}  # architecture signature -> derived (and proven) spec
+
+
+def _derived(model: nn.Module, example_input, overrides) -> PermutationSpec:
+    overrides = dict(overrides if overrides is not None else getattr(model, "trace_overrides", None) or {})
+    if example_input is None:
+        shape = getattr(model, "example_input_shape", None)
+        if shape is None:
+            raise TypeError(f"the permutation spec of {type(model).__name__} is derived from its traced graph, "
+                            f"which needs an input: pass example_input=<a batch> (or set "
+                            f"model.example_input_shape, as lmcflow's model builder does)")
+        example_input = example_batch(tuple(shape))
+    sd = model.state_dict()
+    key = (type(model).__qualname__, tuple((k, tuple(v.shape)) for k, v in sd.items()),
+           tuple(example_input.shape[1:]), tuple(sorted(overrides.items())))
+    if key not in _DERIVED:
+        _DERIVED[key] = derived_spec(model, example_input, overrides)
+    return _DERIVED[key]
+
+
+def permutation_spec(model: nn.Module, extra_axes: dict | None = None, example_input: torch.Tensor | None = None,
+                     trace_overrides: dict | None = None) -> PermutationSpec:
+    """The permutation spec of ``model``: for ``MLP``, ``VGG11`` and ``ResNet20`` from lmcflow's layer rules (the
+    group names and ``hidden_features`` indices the mechanism code reads; tests/test_derive.py checks the graph
+    derivation gives the same groups), for any other model derived from its traced graph and proven
+    (``lmcflow.alignment.derive``; ``example_input``: a batch, else ``model.example_input_shape``)."""
+    if not isinstance(model, (MLP, VGG11, ResNet20)):
+        if extra_axes:
+            raise ValueError("extra_axes is for lmcflow's own architectures; a derived spec takes "
+                             "trace_overrides ({'<module path>': 'fixed' | 'elementwise'})")
+        return _derived(model, example_input, trace_overrides)
     _check_groupnorm(model)
     if isinstance(model, MLP):
         arch, lay = "mlp", _mlp_layout(model)
     elif isinstance(model, VGG11):
         arch, lay = "vgg11", _vgg_layout(model)
-    elif isinstance(model, ResNet20):
-        arch, lay = "resnet20", _resnet_layout(model)
     else:
-        raise TypeError(f"no permutation spec for {type(model).__name__}; known: MLP, VGG11, ResNet20")
+        arch, lay = "resnet20", _resnet_layout(model)
     extra_axes = dict(extra_axes or {})
     sd = model.state_dict()
     axes: dict[str, tuple] = {}
@@ -190,38 +189,3 @@ def permutation_spec(model: nn.Module, extra_axes: dict | None = None) -> Permut
     params = tuple(k for k, _ in model.named_parameters() if k in axes)
     return PermutationSpec(arch=arch, axes=axes, sizes=sizes,
                            feature_indices={g: tuple(v) for g, v in lay.features.items()}, parameters=params)
-
-
-def _check_perms(spec: PermutationSpec, perms: dict) -> None:
-    missing = [g for g in spec.groups if g not in perms]
-    extra = [g for g in perms if g not in spec.sizes]
-    if missing or extra:
-        raise KeyError(f"perms must name exactly the spec's groups; missing {missing}, unknown {extra}")
-    for g, p in perms.items():
-        n = spec.sizes[g]
-        if p.shape != (n,) or not torch.equal(torch.sort(p.cpu()).values, torch.arange(n)):
-            raise ValueError(f"perms[{g!r}] is not a permutation of {n} units")
-
-
-def apply_permutation(spec: PermutationSpec, state_dict: dict, perms: dict) -> dict:
-    """New state_dict with every axis of group g re-indexed by ``perms[g]`` (see module doc)."""
-    if state_dict.keys() != spec.axes.keys():
-        a, b = set(state_dict), set(spec.axes)
-        raise ValueError(f"state_dict and spec disagree: not in spec {sorted(a - b)[:5]}, "
-                         f"missing from state_dict {sorted(b - a)[:5]}")
-    _check_perms(spec, perms)
-    out = {}
-    for key, t in state_dict.items():
-        new = t
-        for axis, g in enumerate(spec.axes[key]):
-            if g is not None:
-                new = new.index_select(axis, perms[g].to(t.device))
-        out[key] = new if new is not t else t.clone()
-    return out
-
-
-def permute_except(t: torch.Tensor, ax: tuple, perms: dict, skip: int) -> torch.Tensor:
-    for axis, g in enumerate(ax):
-        if g is not None and axis != skip:
-            t = t.index_select(axis, perms[g])
-    return t

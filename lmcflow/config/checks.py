@@ -17,6 +17,7 @@ from lmcflow.config.params import (
     merge_methods,
 )
 from lmcflow.config.points import expand_points, point_matches, point_value
+from lmcflow.external import check_external, is_external
 
 
 def check_semantics(config: dict, claim_registry: dict, dataset_names, architectures) -> None:
@@ -31,9 +32,9 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
         where = f"studies.{name} (point {pid})"
         if p.dataset not in dataset_names:
             raise ConfigError(f"{where}: dataset {p.dataset!r} is not defined; allowed: {', '.join(dataset_names)}")
-        if p.model.get("arch") not in architectures:
+        if p.model.get("arch") not in architectures and not is_external(p.model.get("arch")):
             raise ConfigError(f"{where}: model.arch {p.model.get('arch')!r} is unknown; "
-                              f"allowed: {', '.join(architectures)}")
+                              f"allowed: {', '.join(architectures)}, torchvision:<name>, factory")
         if not p.model.get("width", 0) > 0:
             raise ConfigError(f"{where}: model.width must be > 0, got {p.model.get('width')}")
         n = int(p.merge["lambdas"])
@@ -41,6 +42,7 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
             raise ConfigError(f"{where}: merge.lambdas={n} must be odd and ≥ 3 so the grid holds 0, ½ and 1")
         if p.model.get("arch") != "mlp" and p.model.get("norm") == "layernorm":
             raise ConfigError(f"{where}: model.norm=layernorm is only for the MLP; use batchnorm or groupnorm")
+    check_external_models(config, points)
     check_identifiability_semantics(config, points)
     check_alignment_semantics(points)
     for cid, ccfg in (config.get("claims") or {}).items():
@@ -58,6 +60,46 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
                 raise ConfigError(f"claims.{cid}.study: {study!r} is not a study in this config; "
                                   f"defined: {', '.join(studies) or 'none'}")
             claim.check_config(cid, ccfg, study, studies[study], [p for (s, _), p in points.items() if s == study])
+
+
+_EXTERNAL_ONLY = ("factory", "kwargs", "width_kwargs", "trace_overrides")
+
+
+def check_external_models(config: dict, points: dict) -> None:
+    """Models from outside lmcflow (lmcflow.external): built once per distinct model block on the meta device and
+    run on a meta batch of the dataset's shape, so a wrong name, kwarg or shape fails before any job. Their points
+    use standard layers and no analyses that read lmcflow's own models' hidden_features."""
+    data = config.get("data") or {}
+    checked = set()
+    for (name, pid), p in points.items():
+        where = f"studies.{name} (point {pid})"
+        arch = p.model.get("arch")
+        if not is_external(arch):
+            stray = [k for k in _EXTERNAL_ONLY if k in p.model]
+            if stray:
+                raise ConfigError(f"{where}: model.{stray[0]} is for models from outside lmcflow "
+                                  f"(model.arch torchvision:<name> or factory), not model.arch {arch!r}")
+            continue
+        if (p.model.get("symmetry") or {}).get("kind", "standard") != "standard":
+            raise ConfigError(f"{where}: model.symmetry is for lmcflow's own architectures; {arch} has standard "
+                              f"layers (symmetry kind standard)")
+        a = analysis_params(p)
+        if mechanism_methods(p) or any(bool(a.get(f)) for f in ("identifiability", "coherence", "swap_costs")):
+            raise ConfigError(f"{where}: analysis.mechanism / identifiability / coherence / swap_costs read "
+                              f"lmcflow's own architectures' hidden layers; model.arch {arch} has none of them")
+        base = p.dataset if p.dataset in TORCHVISION_DATASETS else ((data.get("subsets") or {}).get(p.dataset) or
+                                                                     {}).get("base")
+        if base not in TORCHVISION_DATASETS:
+            continue  # synthetic data: its shape is known when it is generated
+        ds = TORCHVISION_DATASETS[base]
+        key = json.dumps([p.model, ds.in_shape, ds.num_classes], sort_keys=True, default=str)
+        if key in checked:
+            continue
+        checked.add(key)
+        try:
+            check_external(p.model, ds.in_shape, ds.num_classes)
+        except ValueError as err:
+            raise ConfigError(f"{where}: {err}") from None
 
 
 def check_identifiability_semantics(config: dict, points: dict) -> None:
@@ -124,7 +166,8 @@ def check_alignment_semantics(points: dict) -> None:
             raise ConfigError(f"{where}: analysis.mechanism.methods {unknown} are not in merge.methods "
                               f"{p.merge.get('methods')}; the mechanism reads the merge's aligned pairs")
         aligned = [m for m in merge_methods(p) if m != "identity"]
-        if (aligned or mechanism_methods(p)) and p.model.get("arch") not in ALIGNABLE_ARCHS:
+        if (aligned or mechanism_methods(p)) and p.model.get("arch") not in ALIGNABLE_ARCHS and \
+                not (aligned and not mechanism_methods(p) and is_external(p.model.get("arch"))):
             what = "merge.methods " + str(aligned) if aligned else "analysis.mechanism"
             raise ConfigError(f"{where}: {what} needs model.arch in {', '.join(ALIGNABLE_ARCHS)}, "
                               f"got {p.model.get('arch')!r}")

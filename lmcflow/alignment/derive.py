@@ -1,0 +1,238 @@
+"""The permutation spec of any traceable model, derived from its graph (``graph_axes``), proven when it is built
+(``prove_spec``: a random permutation of every group leaves the outputs unchanged), and the features activation
+matching reads at the graph nodes that define each group (``node_feature_moments``).
+
+Details: docs/internals.md, "`lmcflow.alignment.derive`".
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.fx as fx
+from torch import nn
+from torch.fx.passes.shape_prop import ShapeProp
+from torch.utils._pytree import tree_leaves
+
+from lmcflow.alignment.graph_axes import OVERRIDES, GraphAxes, UnsupportedGraph, _Rules, trace
+from lmcflow.alignment.graph_rules import apply_rule
+from lmcflow.alignment.table import PermutationSpec, apply_permutation
+from lmcflow.correlation import _Moments
+from lmcflow.seeding import generator
+
+PROOF_RTOL = 1e-5  # max |Δ output| ≤ PROOF_RTOL × max |output|, in fp32
+
+
+class SpecProofError(ValueError):
+    pass
+
+
+def example_batch(in_shape, n: int = 4) -> torch.Tensor:
+    """A fixed batch of ``n`` standard-normal inputs of shape ``in_shape`` (the proof and the trace use it)."""
+    return torch.randn((n, *in_shape), generator=generator("spec-proof-batch", 0))
+
+
+def derive_axes(model: nn.Module, x: torch.Tensor, overrides: dict | None = None) -> GraphAxes:
+    """Trace ``model`` on ``x`` (eval mode, a batch of at least 2) and join its axes (module doc)."""
+    overrides = dict(overrides or {})
+    bad = {k: v for k, v in overrides.items() if v not in OVERRIDES}
+    if bad:
+        raise ValueError(f"model.trace_overrides {bad}: each value must be one of {', '.join(OVERRIDES)}")
+    if x.shape[0] < 2:
+        raise ValueError("derive_axes needs a batch of at least 2 inputs, so that broadcasting is unambiguous")
+    was_training = model.training
+    model.eval()
+    try:
+        gm = trace(model, overrides)
+        ShapeProp(gm).propagate(x)
+    finally:
+        model.train(was_training)
+    rules = _Rules(gm, model.state_dict(keep_vars=False), overrides)
+    used = set()
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            used.add(node.target)
+        apply_rule(rules, node)
+    unknown = sorted(set(overrides) - used - {n.name for n in gm.graph.nodes})
+    if unknown:
+        raise ValueError(f"model.trace_overrides names {unknown}, which are neither modules called in the traced "
+                         f"graph nor node names")
+    if rules.unsupported:
+        raise UnsupportedGraph(
+            f"cannot derive the permutation spec of {type(model).__name__}: {len(rules.unsupported)} node(s) do "
+            f"ops lmcflow's graph rules do not know:\n" + "\n".join(rules.unsupported) +
+            "\nDeclare each module in model.trace_overrides: {'<module path>': 'fixed'} keeps it whole (its inputs "
+            "and outputs keep their order, its parameters are not permuted) or 'elementwise' (it acts entry by "
+            "entry on a tensor and returns one of the same shape, like an activation).")
+    return GraphAxes(rules.uf, gm.graph, rules.kinds, [n.name for n in gm.graph.nodes])
+
+
+def _group_names(ga: GraphAxes, sd: dict, roots: set) -> dict:
+    names, taken = {}, set()
+    for key, t in sd.items():  # the layer whose output a group is: its weight's axis 0
+        for d in range(t.dim()):
+            el = ("p", key, d)
+            if el not in ga.classes.parent:
+                continue
+            root = ga.classes.find(el)
+            if root in roots and root not in names and (d == 0 or key.endswith("bias")):
+                base = key.rpartition(".")[0] or key
+                name = base if base not in taken else f"{base}[{key}:{d}]"
+                names[root] = name
+                taken.add(name)
+    for key, t in sd.items():
+        for d in range(t.dim()):
+            el = ("p", key, d)
+            if el in ga.classes.parent and ga.classes.find(el) in roots and ga.classes.find(el) not in names:
+                names[ga.classes.find(el)] = f"{key}:{d}"
+    return names
+
+
+def _feature_nodes(ga: GraphAxes, root) -> tuple:
+    """(node, axis) of each activation output in the group; residual sums if none; else the layers' outputs."""
+    found = {"activation": [], "residual": [], "producer": []}
+    for name in ga.order:
+        kind = ga.kinds.get(name)
+        if kind not in found:
+            continue
+        for d in range(8):
+            el = ("n", name, d)
+            if el not in ga.classes.parent:
+                break
+            if ga.classes.find(el) == root:
+                found[kind].append((name, d))
+                break
+    return tuple(found["activation"] or found["residual"] or found["producer"])
+
+
+def derived_spec(model: nn.Module, x: torch.Tensor, overrides: dict | None = None, arch: str | None = None,
+                 prove: bool = True) -> PermutationSpec:
+    """``PermutationSpec`` of ``model`` from its graph traced on ``x``; proven by ``prove_spec`` unless
+    ``prove=False``."""
+    ga = derive_axes(model, x, overrides)
+    sd = model.state_dict()
+    uf = ga.classes
+    candidates = set()
+    for key, t in sd.items():
+        for d in range(t.dim()):
+            el = ("p", key, d)
+            if el in uf.parent and not uf.is_fixed(el) and t.shape[d] > 1:
+                candidates.add(uf.find(el))
+    names = _group_names(ga, sd, candidates)
+    axes, fixed, sizes = {}, {}, {}
+    for key, t in sd.items():
+        ax = []
+        for d in range(t.dim()):
+            el = ("p", key, d)
+            root = uf.find(el) if el in uf.parent else None
+            ax.append(names.get(root))
+            if root is not None and root in uf.fixed and t.shape[d] > 1 and \
+                    not uf.fixed[root].endswith("kernel positions"):
+                fixed[f"{key}:{d}"] = uf.fixed[root]
+        axes[key] = tuple(ax)
+    for key, ax in axes.items():
+        for d, g in enumerate(ax):
+            if g is not None:
+                sizes.setdefault(g, int(sd[key].shape[d]))
+    order = {n: i for i, n in enumerate(names.values())}
+    sizes = dict(sorted(sizes.items(), key=lambda kv: order[kv[0]]))
+    trainable = {k for k, _ in model.named_parameters()}
+    for key, ax in axes.items():
+        named = [g for g in ax if g is not None]
+        if key in trainable and len(named) != len(set(named)):
+            raise ValueError(f"{key}: the graph ties two of its axes {ax} to one permutation; weight matching "
+                             f"needs distinct groups (declare its module in model.trace_overrides as 'fixed')")
+    by_name = {v: k for k, v in names.items()}
+    spec = PermutationSpec(
+        arch=arch or type(model).__name__, axes=axes, sizes=sizes, feature_indices={},
+        parameters=tuple(k for k, _ in model.named_parameters() if k in axes),
+        feature_nodes={g: _feature_nodes(ga, by_name[g]) for g in sizes}, fixed=fixed,
+        trace_overrides=dict(overrides or {}))
+    if prove:
+        prove_spec(model, spec, x)
+    return spec
+
+
+def _outputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    leaves = [t.flatten() for t in tree_leaves(model(x)) if isinstance(t, torch.Tensor)]
+    return torch.cat(leaves)
+
+
+def _unconstant(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """A constant tensor (zero biases, a zero-initialised head, unit norm scales, fresh running statistics) made
+    non-constant (a wrongly permuted constant is invisible): zeros get N(0, 0.1²), other constants a factor in
+    [0.9, 1.1] (signs, and the positivity of variances, are kept)."""
+    if not t.is_floating_point() or t.numel() < 2 or not bool((t == t.flatten()[0]).all()):
+        return t.clone()
+    if float(t.flatten()[0]) == 0.0:
+        return 0.1 * torch.randn(t.shape, generator=gen, dtype=t.dtype)
+    return t * (1 + 0.1 * (2 * torch.rand(t.shape, generator=gen, dtype=t.dtype) - 1))
+
+
+@torch.no_grad()
+def prove_spec(model: nn.Module, spec: PermutationSpec, x: torch.Tensor, seed: int = 0,
+               rtol: float = PROOF_RTOL) -> float:
+    """Check that a random permutation of every group leaves ``model``'s outputs on ``x`` unchanged (fp32, eval):
+    max |Δ| ≤ ``rtol`` × max |output|, on a copy whose constant tensors are made non-constant. Returns
+    max |Δ| / max |output|; SpecProofError names the failing groups."""
+    m = copy.deepcopy(model).float().eval()
+    x = x.float()
+    gen = generator("spec-proof", seed)
+    sd = {k: _unconstant(v, gen) for k, v in m.state_dict().items()}
+    m.load_state_dict(sd)
+    ref = _outputs(m, x)
+    scale = float(ref.abs().max()) or 1.0
+    perms = {g: torch.randperm(n, generator=gen) for g, n in spec.sizes.items()}
+
+    def delta(p: dict) -> float:
+        m.load_state_dict(apply_permutation(spec, sd, p))
+        return float((_outputs(m, x) - ref).abs().max()) / scale
+
+    worst = delta(perms)
+    if worst > rtol:
+        ident = {g: torch.arange(n) for g, n in spec.sizes.items()}
+        bad = [(g, delta({**ident, g: perms[g]})) for g in spec.groups]
+        bad = [(g, d) for g, d in bad if d > rtol]
+        listed = ", ".join(f"{g} (max |Δ| = {d:.2e} × output scale)" for g, d in bad) or "none alone (only jointly)"
+        raise SpecProofError(
+            f"the permutation spec of {spec.arch} is wrong: a random permutation changes the outputs by "
+            f"{worst:.2e} × their scale (allowed {rtol:g}); failing groups: {listed}. Declare the module that "
+            f"breaks the symmetry in model.trace_overrides as 'fixed'")
+    m.load_state_dict(model.state_dict())
+    return worst
+
+
+def feature_extractor(model: nn.Module, spec: PermutationSpec) -> tuple[fx.GraphModule, list]:
+    """A GraphModule sharing ``model``'s parameters that returns the outputs of every feature node of ``spec``."""
+    gm = trace(model, spec.trace_overrides)
+    nodes = {n.name: n for n in gm.graph.nodes}
+    wanted = sorted({name for feats in spec.feature_nodes.values() for name, _ in feats}, key=list(nodes).index)
+    missing = [n for n in wanted if n not in nodes]
+    if missing:
+        raise ValueError(f"feature nodes {missing} are not in the traced graph of {type(model).__name__}; the spec "
+                         f"was derived from another architecture")
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    gm.graph.erase_node(out)
+    gm.graph.output(tuple(nodes[n] for n in wanted))
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm, wanted
+
+
+@torch.no_grad()
+def node_feature_moments(model_a: nn.Module, model_b: nn.Module, spec: PermutationSpec, x: torch.Tensor,
+                         batch_size: int = 500) -> dict:
+    """{group: [moments of A's and B's features at each of its feature nodes]} over ``x`` (each position of a
+    feature map or token sequence counts as a sample)."""
+    ga_, wanted = feature_extractor(model_a.eval(), spec)
+    gb_, _ = feature_extractor(model_b.eval(), spec)
+    pos = {n: i for i, n in enumerate(wanted)}
+    moments = {g: [_Moments() for _ in feats] for g, feats in spec.feature_nodes.items()}
+    for i in range(0, len(x), batch_size):
+        fa, fb = ga_(x[i:i + batch_size]), gb_(x[i:i + batch_size])
+        for g, feats in spec.feature_nodes.items():
+            for m, (name, axis) in zip(moments[g], feats):
+                a, b = fa[pos[name]], fb[pos[name]]
+                m.add(a.movedim(axis, -1).reshape(-1, a.shape[axis]).float(),
+                      b.movedim(axis, -1).reshape(-1, b.shape[axis]).float())
+    return moments
