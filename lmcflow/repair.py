@@ -210,3 +210,16 @@ def with_correction_layers(model: nn.Module, state: dict, found: dict) -> nn.Mod
         else:
             setattr(parent, leaf, wrapped)
     return net
+
+
+def path_repair(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, batch_size: int = 1000):
+    """fn(λ, state of θλ) -> its REPAIR'd state, for ``merging.evaluate_path(repair=...)``: the endpoints'
+    statistics on the calibration inputs ``x`` are measured once (B as aligned onto A)."""
+    plan = repair_plan(model_a, x_example=x[:1])
+    stats_a, stats_b = endpoint_stats(model_a, x, plan), endpoint_stats(model_b, x, plan)
+    scratch = copy.deepcopy(model_a)
+
+    def repaired(lam: float, state: dict) -> dict:
+        return repair_state(scratch, state, interpolated_goal(stats_a, stats_b, lam), x, plan, batch_size)
+
+    return repaired

@@ -19,6 +19,7 @@ from lmcflow.repair import (
     with_correction_layers,
 )
 from lmcflow.training import predict, reset_bn_stats
+from tests.test_align_jobs import data_path  # noqa: F401  (fixture)
 
 MLP = ModelSpec("mlp", (1, 8, 8), 5, width=0.1, depth=3)
 VGG = ModelSpec("vgg11", (1, 16, 16), 5, width=0.125)
@@ -149,3 +150,19 @@ def test_a_residual_stream_without_batchnorm_is_refused():
     m = build_model(spec)
     with pytest.raises(RepairError, match="not the output of one layer"):
         repair_plan(m, x_example=_x(spec, 2))
+
+
+def test_the_merge_job_writes_plain_and_repaired_curves_side_by_side(tmp_path, data_path):
+    from lmcflow.tables import barrier_rows
+    from tests.test_align_jobs import align_and_merge, make_point, planted_pair
+
+    point = make_point(merge_extra={"repair": {"enabled": True, "examples": 300}})
+    models, _ = planted_pair(tmp_path, data_path, point)
+    _, interp, _ = align_and_merge(tmp_path, point, "weight_matching", models, data_path)
+    assert sorted(set(interp["repair"])) == [False, True]
+    plain, repaired = (interp[interp.repair == r].sort_values(["split", "lam"]) for r in (False, True))
+    assert len(plain) == len(repaired)
+    # B is A permuted: aligned, every θλ is A, and REPAIR (the identity there) leaves the curve as it is
+    assert max(abs(plain["loss"].to_numpy() - repaired["loss"].to_numpy())) < 1e-4
+    b = barrier_rows(interp)
+    assert {r["repair"] for r in b} == {False, True}

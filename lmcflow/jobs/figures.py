@@ -12,14 +12,14 @@ from lmcflow.figures import swap_costs as swap_figures
 from lmcflow.figures import width as width_figures
 from lmcflow.figures.common import save_figure
 from lmcflow.paper_table1 import table1_rows
-from lmcflow.tables import concat_tables, read_table, write_table
+from lmcflow.tables import concat_tables, plain_merges, read_table, write_table
 
 log = logging.getLogger(__name__)
 
 
 def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, definition: str) -> None:
-    b = read_table(barriers_path, "barriers")
-    i = read_table(interp_path, "interpolation")
+    b = plain_merges(read_table(barriers_path, "barriers"))
+    i = plain_merges(read_table(interp_path, "interpolation"))
     save_figure(width_figures.barrier_vs_width(b, definition), outputs["barrier_png"], outputs["barrier_pdf"])
     save_figure(width_figures.error_along_lambda(i), outputs["lambda_png"], outputs["lambda_pdf"])
     save_figure(width_figures.loss_barrier_raw_vs_calibrated(b, definition), outputs["calib_png"],
@@ -29,7 +29,7 @@ def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, defin
 
 def run_paper_table1(barrier_paths: list, studies: dict, out: str, out_png: str, out_pdf: str) -> None:
     """``paper_table1`` (``lmcflow.paper_table1``) from the width studies' barrier tables, and its figure."""
-    df = write_table(out, "paper_table1", table1_rows(concat_tables(list(barrier_paths), "barriers"), studies))
+    df = write_table(out, "paper_table1", table1_rows(plain_merges(concat_tables(list(barrier_paths), "barriers")), studies))
     save_figure(width_figures.paper_table1(df), out_png, out_pdf)
     for r in df.to_dict("records"):
         log.info(f"[table1] {r['study']} {r['method']} width {r['width']:g} weight decay {r['weight_decay']:g}: "
@@ -59,7 +59,7 @@ def run_swap_cost_figures(summary_path: str, matrix_path: str, outputs: dict) ->
 def run_lmc_vs_k_figure(interp_path: str, summary_path: str, outputs: dict) -> None:
     """Unaligned relative accuracy drop vs the data's intrinsic dimension k (the ``intrinsic-dimension-lmc``
     claim's statistic per pair), beside the paper's values."""
-    interp = read_table(interp_path, "interpolation")
+    interp = plain_merges(read_table(interp_path, "interpolation"))
     s = read_table(summary_path, "swap_costs")
     drops = unaligned_drops(interp[interp.epochs == interp.epochs.max()] if len(interp) else interp, "test",
                             "identity")

@@ -76,6 +76,10 @@ def rule_jobs(plan: Plan) -> list[Job]:
                     out.append(_job("mechanism", vars(wc), P.mechanism_file(s, p.point, m, blocks),
                                     data=P.point_data_file(wc), bundles=P.block_bundles(wc),
                                     alignment=P.mechanism_alignment_files(wc)))
+        for p in P.many_points(s):
+            wc = ns(study=s, point=p.point)
+            out.append(_job("merge_many", vars(wc), P.merge_many_file(s, p.point), data=P.point_data_file(wc),
+                            bundles=P.many_bundles(wc)))
         for kind in CONCAT_KINDS:
             out.append(_job(study_table_rule(kind), {"study": s}, P.study_table(s, kind),
                             **{"": P.study_inputs(s, kind)}))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 ALIGN_TABLE_KINDS = ("alignment", "layer_metrics")
+MANY_TABLE = "merge_many"  # N-way merges: one job per point with merge.many sizes
 
 WIDTH_FIGURES = ["barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated", "logit_norm_along_lambda"]
 MECHANISM_FIGURES = [
@@ -64,6 +65,9 @@ class Paths:
 
     def align_row_file(self, study, point, method, blocks):
         return f"{self.work}/align/{study}/{point}/{method}/blocks-{blocks}.parquet"
+
+    def merge_many_file(self, study, point):
+        return f"{self.work}/merge_many/{study}/{point}.parquet"
 
     def mechanism_file(self, study, point, method, blocks):
         return f"{self.work}/mechanism/{study}/{point}/{method}/blocks-{blocks}.parquet"

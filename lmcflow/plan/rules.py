@@ -145,6 +145,19 @@ class Plan(PlanBase):
     def mechanism_point(self, wc):
         return self.job_point(wc, "model", "train", merge=["bn_reset_size"], analysis=["mechanism"])
 
+    def many_point(self, wc):
+        return self.job_point(wc, "model", "train", merge=["train_eval_size", "bn_reset_size", "alignment", "repair",
+                                                           "many"])
+
+    def many_models(self, wc):
+        """{seed: [checkpoint, run row]} of every model of a point (rule merge_many)."""
+        p = self.point_of(wc)
+        return {s: self.model_paths(wc.study, p.point, s) for s in sorted(p.seeds)}
+
+    def many_bundles(self, wc):
+        group = self.group_of[(wc.study, wc.point)]
+        return [self.bundle_dir(wc.study, group, b) for b in seed_blocks(self.point_of(wc))]
+
     def mechanism_alignment_files(self, wc):
         return self.block_alignments(wc, [wc.method]).get(wc.method, [])
 
