@@ -48,7 +48,7 @@ def requires_many(cid, p, study, points) -> None:
 @claim(id="repair-vs-calibration", paper=EXTENSION, gate_endpoints=True,
        statement="Extension: at the widest width, temperature calibration alone removes as much of the plain "
                  "average's loss barrier as REPAIR (within 10% of the plain barrier).",
-       tables=("barriers",), sweep_key="model.width", selects=WD, requires=(requires_repair,),
+       tables=("barriers",), sweep_key="model.width", selects=WD, requires=(requires_repair,), multi_study=True,
        defaults={"definition": "entezari", "method": "identity", "split": "test", "weight_decay": 3.0e-3,
                  "margin": 0.1})
 def repair_vs_calibration(t: dict, p: dict) -> Outcome:
@@ -106,7 +106,7 @@ def subset_estimate(fn, df, seeds: list, level: float = 0.95) -> Estimate:
 @claim(id="many-model-ensemble", paper=EXTENSION, gate_endpoints=True,
        statement="Extension: the gap between the plain average of N models and their logit ensemble falls as width "
                  "grows (the width paper's ensemble reading of the merged model, for N > 2).",
-       tables=("merge_many",), sweep_key="model.width", selects=WD, requires=(requires_many,),
+       tables=("merge_many",), sweep_key="model.width", selects=WD, requires=(requires_many,), multi_study=True,
        defaults={"n_models": 3, "method": "identity", "split": "test", "calibrated": True, "weight_decay": 3.0e-3})
 def many_model_ensemble(t: dict, p: dict) -> Outcome:
     df = select(t["merge_many"], n_models=int(p["n_models"]), method=p["method"], repair=False,

@@ -10,6 +10,7 @@ from lmcflow.figures import identifiability as ident_figures
 from lmcflow.figures import mechanism as mechanism_figures
 from lmcflow.figures import swap_costs as swap_figures
 from lmcflow.figures import width as width_figures
+from lmcflow.figures import width_extensions as extension_figures
 from lmcflow.figures.common import save_figure
 from lmcflow.paper_table1 import table1_rows
 from lmcflow.tables import concat_tables, plain_merges, read_table, write_table
@@ -25,6 +26,14 @@ def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, defin
     save_figure(width_figures.loss_barrier_raw_vs_calibrated(b, definition), outputs["calib_png"],
                 outputs["calib_pdf"])
     save_figure(width_figures.logit_norm_along_lambda(i), outputs["logit_png"], outputs["logit_pdf"])
+
+
+def run_extension_figures(barriers_path: str, many_path: str, outputs: dict, definition: str) -> None:
+    """The figures of claims repair-vs-calibration (barriers with and without REPAIR) and many-model-ensemble."""
+    b = read_table(barriers_path, "barriers")
+    many = read_table(many_path, "merge_many")
+    save_figure(extension_figures.repair_vs_calibration(b, definition), outputs["repair_png"], outputs["repair_pdf"])
+    save_figure(extension_figures.many_model_ensemble(many), outputs["many_png"], outputs["many_pdf"])
 
 
 def run_paper_table1(barrier_paths: list, studies: dict, out: str, out_png: str, out_pdf: str) -> None:

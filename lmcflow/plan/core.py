@@ -19,6 +19,7 @@ from lmcflow.config import (
     check_semantics,
     expand_points,
     many_sizes,
+    repairs,
     mechanism_methods,
     merge_methods,
     replicate_claim_cfg,
@@ -28,7 +29,15 @@ from lmcflow.config import (
     swept_values,
 )
 from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks, seed_block, seed_blocks
-from lmcflow.plan.paths import ALIGN_TABLE_KINDS, IDENT_FIGURES, MANY_TABLE, MECHANISM_FIGURES, WIDTH_FIGURES, Paths
+from lmcflow.plan.paths import (
+    ALIGN_TABLE_KINDS,
+    EXTENSION_FIGURES,
+    IDENT_FIGURES,
+    MANY_TABLE,
+    MECHANISM_FIGURES,
+    WIDTH_FIGURES,
+    Paths,
+)
 from lmcflow.point_schema import validate_points
 from lmcflow.tables import IDENT_TABLE_KINDS
 
@@ -271,6 +280,13 @@ class PlanBase(Paths):
             return []
         return self.figures(study, MECHANISM_FIGURES)
 
+    def extension_figures(self, study):
+        """REPAIR vs calibration and N-model average vs ensemble: width sweeps with REPAIR'd paths and N-way merges."""
+        if not (self.sweeps(study, "model.width") and self.many_points(study)
+                and any(repairs(p) for p in self.merged_points(study))):
+            return []
+        return self.figures(study, EXTENSION_FIGURES)
+
     def figure_targets(self):
         out = []
         for study in self.figure_studies:
@@ -278,6 +294,7 @@ class PlanBase(Paths):
                 out += self.width_figures(study)
             out += self.ident_figures(study)
             out += self.mechanism_figures(study)
+            out += self.extension_figures(study)
         return out
 
     def align_table_needed(self, kind):

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from lmcflow.config import mechanism_methods, merge_methods
 from lmcflow.grouping import blocks_label, pair_blocks, seed_blocks
 from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS, result_table_rule, study_table_rule
-from lmcflow.plan.paths import IDENT_FIGURES, MECHANISM_FIGURES
+from lmcflow.plan.paths import EXTENSION_FIGURES, IDENT_FIGURES, MECHANISM_FIGURES
 from lmcflow.plan.rules import Plan
 
 
@@ -114,6 +114,8 @@ def _figure_jobs(P: Plan, s: str) -> list[Job]:
         _job("coherence_figures", wc, P.figures(s, IDENT_FIGURES["coherence"]), **{"": t("coherence")}),
         _job("mechanism_figures", wc, P.figures(s, MECHANISM_FIGURES), barriers=t("barriers"),
              layer_metrics=t("layer_metrics")),
+        _job("extension_figures", wc, P.figures(s, EXTENSION_FIGURES), barriers=t("barriers"),
+             merge_many=t("merge_many")),
     ]
 
 

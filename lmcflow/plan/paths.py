@@ -5,6 +5,7 @@ ALIGN_TABLE_KINDS = ("alignment", "layer_metrics")
 MANY_TABLE = "merge_many"  # N-way merges: one job per point with merge.many sizes
 
 WIDTH_FIGURES = ["barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated", "logit_norm_along_lambda"]
+EXTENSION_FIGURES = ["repair_vs_calibration", "many_model_ensemble"]  # REPAIR and N-way merges of a width sweep
 MECHANISM_FIGURES = [
     "method_barrier_vs_width",
     "lewc_vs_width",
