@@ -30,11 +30,12 @@ def test_default_targets_and_counts(default_plan):
     assert targets[:3] == [f"results/tables/{k}.parquet" for k in ("runs", "interpolation", "barriers")]
     assert "results/claims/lewc.json" in targets and "results/tables/paper_table1.parquet" in targets
     assert targets[-2:] == ["results/provenance.json", "results/provenance.html"]
-    assert len(targets) == len(set(targets)) == 79
+    assert len(targets) == len(set(targets)) == 86
     counts = job_counts(None)
-    assert counts["total"] == 104 and counts["all"] == 1
-    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (8, 8, 4, 5)
-    assert counts["claim"] == len(default_plan.claim_cfg) == 18
+    assert counts["total"] == 120 and counts["all"] == 1
+    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (9, 9, 6, 5)
+    assert counts["merge_many"] == 3  # the width study's default-weight-decay arm: one job per width
+    assert counts["claim"] == len(default_plan.claim_cfg) == 20
 
 
 def test_default_job_inputs(default_plan):
