@@ -35,8 +35,8 @@ PAIR = ["seed_a", "seed_b", "method"]
 # identifiability tables (IDENT_POINT_COLUMNS) are found by name.
 ROW_KEYS: dict[str, list[str]] = {
     "runs": ["seed"],
-    "interpolation": PAIR + ["lam", "split"],
-    "barriers": PAIR + ["split", "metric", "calibrated", "definition"],
+    "interpolation": PAIR + ["repair", "lam", "split"],
+    "barriers": PAIR + ["repair", "split", "metric", "calibrated", "definition"],
     "alignment": PAIR,
     "layer_metrics": PAIR + ["layer", "lam_paper"],
     "identifiability": ["seed_a", "seed_b", "layer", "feature", "similarity"],

@@ -64,7 +64,7 @@ def endpoint_outputs(model: nn.Module, data, train_eval_size=None, bn_reset_size
 
 def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train_eval_size=None,
                   bn_reset_size=None, reset_bn: bool = True, batched: bool | None = None,
-                  max_stack_bytes: int | None = None, endpoints: dict | None = None) -> list[dict]:
+                  max_stack_bytes: int | None = None, endpoints: dict | None = None, repair=None) -> list[dict]:
     """Loss/accuracy of θλ on train and test, raw and temperature-calibrated, and the mean logit norm.
 
     For every λ one inverse temperature β is fitted on the validation split; the
@@ -76,6 +76,9 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
     ``endpoints``: {0.0: A's, 1.0: B's ``endpoint_outputs``} (either may be missing): those λ are not
     evaluated again. They equal the path's own evaluation at λ = 0 and 1 (θλ is A or B bit for bit there) up
     to fp32 rounding of the stacked products.
+
+    ``repair``: fn(λ, state of θλ) -> the state evaluated instead (REPAIR, ``lmcflow.repair``; it replaces the
+    BatchNorm reset, which it includes): the path is then evaluated λ by λ.
 
     ``batched=True`` evaluates the λ-interpolated models stacked, several λ per forward pass
     (``torch.func.vmap`` over the stacked weights; BatchNorm statistics re-estimated per λ exactly as
@@ -92,7 +95,9 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
     lambdas = [float(lam) for lam in lambdas]
     given = {float(lam): out for lam, out in (endpoints or {}).items()}
     todo = [lam for lam in lambdas if lam not in given]
-    if batched is None:
+    if repair is not None:
+        batched = False
+    elif batched is None:
         batched = not any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     x_example = data.x["train"][:1]  # one input, for shapes (the train split is never empty)
     chunk = lambda_chunk(model, x_example, len(todo), max_stack_bytes) if batched else 1
@@ -101,8 +106,9 @@ def evaluate_path(model: nn.Module, sd_a: dict, sd_b: dict, data, lambdas, train
         lams = todo[start:start + chunk]
         t0 = time.perf_counter()
         if len(lams) == 1:
-            model.load_state_dict(interpolate_state(sd_a, sd_b, lams[0]))
-            if reset_bn:
+            state = interpolate_state(sd_a, sd_b, lams[0])
+            model.load_state_dict(state if repair is None else repair(lams[0], state))
+            if reset_bn and repair is None:
                 reset_bn_stats(model, x_bn)
             chunk_out = [{split: predict(model, xs) for split, xs in splits_out.items()}]
         else:

@@ -41,12 +41,19 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("train_threads", "int64"),
     ],
     "interpolation": POINT_COLUMNS + PAIR_COLUMNS + [
-        ("lam", "float64"), ("split", "string"), ("loss", "float64"), ("acc", "float64"),
+        ("repair", "bool"), ("lam", "float64"), ("split", "string"), ("loss", "float64"), ("acc", "float64"),
         ("error", "float64"), ("calibrated_loss", "float64"), ("beta", "float64"), ("logit_norm", "float64"),
     ],
     "barriers": POINT_COLUMNS + PAIR_COLUMNS + [
-        ("split", "string"), ("metric", "string"), ("calibrated", "bool"),
+        ("repair", "bool"), ("split", "string"), ("metric", "string"), ("calibrated", "bool"),
         ("definition", "string"), ("value", "float64"),
+    ],
+    # one row per point × seed subset × N-way method × REPAIR × calibration (lmcflow.jobs.merge_many)
+    "merge_many": POINT_COLUMNS + [
+        ("seeds", "string"), ("n_models", "int64"), ("method", "string"), ("repair", "bool"), ("calibrated", "bool"),
+        *[(f"{who}_{split}_{metric}", "float64") for who in ("merged", "endpoint", "ensemble")
+          for split in ("test", "train") for metric in ("loss", "error")],
+        ("beta", "float64"), ("rounds", "int64"),
     ],
     "claims": [
         ("claim_id", "string"), ("paper", "string"), ("statement", "string"), ("study", "string"),
@@ -122,6 +129,12 @@ def concat_tables(paths, kind: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).astype({c: t for c, t in TABLES[kind]})
 
 
+def plain_merges(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an ``interpolation`` or ``barriers`` table without REPAIR (``repair`` false): what every
+    reader but the REPAIR comparisons reads (a table without the column is returned as is)."""
+    return df[~df["repair"].astype(bool)] if "repair" in df.columns else df
+
+
 def barrier_rows(interp: pd.DataFrame) -> list[dict]:
     """All barrier definitions for every pair × method × split, raw and calibrated.
 
@@ -129,7 +142,7 @@ def barrier_rows(interp: pd.DataFrame) -> list[dict]:
     ``error`` (1 − accuracy; β > 0 never changes the argmax, so the calibrated
     error barrier equals the raw one and is listed for symmetry).
     """
-    keys = [c for c, _ in POINT_COLUMNS] + [c for c, _ in PAIR_COLUMNS] + ["split"]
+    keys = [c for c, _ in POINT_COLUMNS] + [c for c, _ in PAIR_COLUMNS] + ["repair", "split"]
     rows = []
     for key, g in interp.groupby(keys, sort=True, dropna=False):
         base = dict(zip(keys, key, strict=True))

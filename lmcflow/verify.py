@@ -244,10 +244,10 @@ class _Checker:
         if not isinstance(claim, dict):
             self.problem(path, f"not a claim (a JSON {type(claim).__name__}, not an object)", "claim")
             return
-        missing = [k for k in ("tables_read", "provenance") if k not in claim]
+        missing = [k for k in ("tables_read", "provenance", CLAIM_SHA256_KEY) if k not in claim]
         if missing:
-            self.problem(path, f"records no {' or '.join(missing)} (written by an older lmcflow)", "claim")
-        recorded_sha = claim.get(CLAIM_SHA256_KEY)  # claims written before it was recorded carry none
+            self.problem(path, f"records no {' or '.join(missing)} (written by an older lmcflow, or edited)", "claim")
+        recorded_sha = claim.get(CLAIM_SHA256_KEY)
         if recorded_sha is not None and recorded_sha != json_content_sha256(claim, CLAIM_SHA256_KEY):
             self.problem(path, "content differs from the hash recorded when the claim job wrote it (edited by hand?)",
                          "claim")

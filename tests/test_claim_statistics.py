@@ -12,7 +12,7 @@ import pytest
 
 from lmcflow.claims import stats
 from lmcflow.claims.core import pivot
-from lmcflow.claims.stats import Sample, estimate, slope
+from lmcflow.claims.stats import Sample, estimate
 from lmcflow.claims.width import fitted_decay_exponent, lewc_logit_ratio
 from tests.claim_tables import Noise, pair_rows, table, verdict
 

@@ -30,12 +30,13 @@ def test_default_targets_and_counts(default_plan):
     assert targets[:3] == [f"results/tables/{k}.parquet" for k in ("runs", "interpolation", "barriers")]
     assert "results/claims/lewc.json" in targets and "results/tables/paper_table1.parquet" in targets
     assert targets[-2:] == ["results/provenance.json", "results/provenance.html"]
-    assert len(targets) == len(set(targets)) == 80
+    assert len(targets) == len(set(targets)) == 87
     counts = job_counts(None)
-    assert counts["total"] == 126 and counts["all"] == 1
+    assert counts["total"] == 142 and counts["all"] == 1
     # with the null partners (2 kinds at 2 points): 4 train and interpolate jobs, 8 align and 4 mechanism jobs more
-    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (12, 12, 12, 9)
-    assert counts["claim"] == len(default_plan.claim_cfg) == 18
+    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (13, 13, 14, 9)
+    assert counts["merge_many"] == 3  # the width study's default-weight-decay arm, real models: one job per width
+    assert counts["claim"] == len(default_plan.claim_cfg) == 20
 
 
 def test_default_job_inputs(default_plan):

@@ -1,11 +1,12 @@
 """Paper claims as verdicts computed from the result tables.
 
 ``core``: the registry, criteria, verdict logic and the claim JSON; ``stats``: seed-level inference
-(delete-one-seed jackknife); ``identifiability``, ``width_merging`` and ``width_mechanism``: the claims, each
-a declarative ``@claim`` entry plus its statistic (``width``: what the width paper's claims share).
+(delete-one-seed jackknife); ``identifiability``, ``width_merging``, ``width_mechanism`` and ``width_extensions``
+(beyond both papers): the claims, each a declarative ``@claim`` entry plus its statistic (``width``: what the width
+paper's claims share).
 Importing the package registers every claim; their criteria: docs/claims.md.
 """
-from lmcflow.claims import identifiability, width_mechanism, width_merging  # noqa: F401  (registers the claims)
+from lmcflow.claims import identifiability, width_extensions, width_mechanism, width_merging  # noqa: F401  (registers the claims)
 from lmcflow.claims.core import (
     INCONCLUSIVE,
     NOT_SUPPORTED,
@@ -20,6 +21,7 @@ from lmcflow.claims.core import (
     combine,
     evaluate_claim,
 )
+from lmcflow.claims.width_extensions import READS_REPAIRED
 
 __all__ = [
     "INCONCLUSIVE",
@@ -30,6 +32,7 @@ __all__ = [
     "Criterion",
     "Outcome",
     "PaperValue",
+    "READS_REPAIRED",
     "claim_row",
     "claim_studies",
     "combine",

@@ -34,10 +34,12 @@ from lmcflow.config.params import (
     bundle_key,
     data_shape_key,
     learning_settings,
+    many_sizes,
     mechanism_lambdas,
     mechanism_methods,
     mechanism_params,
     merge_methods,
+    repairs,
 )
 from lmcflow.config.points import (
     Point,
@@ -62,7 +64,8 @@ __all__ = [
     "STUDY_KEYS", "ConfigError", "Point", "alignment_params", "analysis_params", "bundle_key", "canonical",
     "check_alignment_semantics", "check_bundle_points", "check_identifiability_semantics", "check_semantics",
     "data_shape_key", "deep_merge", "expand_points", "expand_study", "format_value", "get_dotted", "lambda_grid",
-    "learning_settings", "mechanism_lambdas", "mechanism_methods", "mechanism_params", "merge_methods",
+    "learning_settings", "mechanism_lambdas", "mechanism_methods", "mechanism_params", "many_sizes", "merge_methods",
+    "repairs",
     "point_matches", "point_value", "resolve_config", "same_value", "study_points", "sweep_grids", "swept_values",
     "validate_config",
 ]

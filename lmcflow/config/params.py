@@ -33,6 +33,22 @@ def merge_methods(point: Point) -> list[str]:
     return [m for m in methods if m == "identity"]
 
 
+def repairs(point: Point) -> bool:
+    """Whether the point's paths and N-way merges are evaluated with REPAIR too (``merge.repair``: enabled, and
+    ``at`` matches; a point built by hand without the key: no)."""
+    rep = point.merge.get("repair") or {}
+    return bool(rep.get("enabled")) and point_matches(point, rep.get("at") or {})
+
+
+def many_sizes(point: Point) -> list[int]:
+    """N values of the point's N-way merges (``merge.many``): its sizes where ``merge.many.at`` matches a trained
+    point, else none; sizes above the point's seed count are dropped."""
+    many = point.merge.get("many") or {}
+    if point.train["epochs"] <= 0 or not point_matches(point, many.get("at") or {}):
+        return []
+    return [int(n) for n in many.get("sizes") or [] if int(n) <= len(point.seeds)]
+
+
 def mechanism_params(point: Point) -> dict:
     """``analysis.mechanism``: LEWC / weak additivity / reciprocal orthogonality / low rank per seed pair."""
     return point.analysis["mechanism"]

@@ -11,16 +11,17 @@ from lmcflow.figures import identifiability as ident_figures
 from lmcflow.figures import mechanism as mechanism_figures
 from lmcflow.figures import swap_costs as swap_figures
 from lmcflow.figures import width as width_figures
+from lmcflow.figures import width_extensions as extension_figures
 from lmcflow.figures.common import save_figure
 from lmcflow.paper_table1 import table1_rows
-from lmcflow.tables import concat_tables, read_table, real_rows, write_table
+from lmcflow.tables import concat_tables, plain_merges, read_table, real_rows, write_table
 
 log = logging.getLogger(__name__)
 
 
 def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, definition: str) -> None:
-    b = real_rows(read_table(barriers_path, "barriers"))
-    i = real_rows(read_table(interp_path, "interpolation"))
+    b = plain_merges(real_rows(read_table(barriers_path, "barriers")))
+    i = plain_merges(real_rows(read_table(interp_path, "interpolation")))
     save_figure(width_figures.barrier_vs_width(b, definition), outputs["barrier_png"], outputs["barrier_pdf"])
     save_figure(width_figures.error_along_lambda(i), outputs["lambda_png"], outputs["lambda_pdf"])
     save_figure(width_figures.loss_barrier_raw_vs_calibrated(b, definition), outputs["calib_png"],
@@ -28,9 +29,17 @@ def run_width_figures(barriers_path: str, interp_path: str, outputs: dict, defin
     save_figure(width_figures.logit_norm_along_lambda(i), outputs["logit_png"], outputs["logit_pdf"])
 
 
+def run_extension_figures(barriers_path: str, many_path: str, outputs: dict, definition: str) -> None:
+    """The figures of claims repair-vs-calibration (barriers with and without REPAIR) and many-model-ensemble."""
+    b = read_table(barriers_path, "barriers")
+    many = read_table(many_path, "merge_many")
+    save_figure(extension_figures.repair_vs_calibration(b, definition), outputs["repair_png"], outputs["repair_pdf"])
+    save_figure(extension_figures.many_model_ensemble(many), outputs["many_png"], outputs["many_pdf"])
+
+
 def run_paper_table1(barrier_paths: list, studies: dict, out: str, out_png: str, out_pdf: str) -> None:
     """``paper_table1`` (``lmcflow.paper_table1``) from the width studies' barrier tables, and its figure."""
-    barriers = real_rows(concat_tables(list(barrier_paths), "barriers"))
+    barriers = plain_merges(real_rows(concat_tables(list(barrier_paths), "barriers")))
     df = write_table(out, "paper_table1", table1_rows(barriers, studies))
     save_figure(width_figures.paper_table1(df), out_png, out_pdf)
     for r in df.to_dict("records"):
@@ -61,7 +70,7 @@ def run_swap_cost_figures(summary_path: str, matrix_path: str, outputs: dict) ->
 def run_lmc_vs_k_figure(interp_path: str, summary_path: str, outputs: dict) -> None:
     """Unaligned relative accuracy drop vs the data's intrinsic dimension k (the ``intrinsic-dimension-lmc``
     claim's statistic per pair), beside the paper's values."""
-    interp = real_rows(read_table(interp_path, "interpolation"))
+    interp = plain_merges(real_rows(read_table(interp_path, "interpolation")))
     s = real_rows(read_table(summary_path, "swap_costs"))
     drops = unaligned_drops(interp[interp.epochs == interp.epochs.max()] if len(interp) else interp, "test",
                             "identity")

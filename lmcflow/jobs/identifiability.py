@@ -15,7 +15,7 @@ from lmcflow.jobs.common import as_point, load_checkpoint, load_datasets, load_m
 from lmcflow.merging import check_same_function, endpoint_outputs, evaluate_path
 from lmcflow.metrics import barriers
 from lmcflow.symmetry import effective_state_dict
-from lmcflow.tables import ident_point_columns, read_table, write_table
+from lmcflow.tables import ident_point_columns, plain_merges, read_table, write_table
 from lmcflow.training import resolve_device
 
 if TYPE_CHECKING:
@@ -39,7 +39,8 @@ def run_identifiability_group(entries: list[dict], pairs: list, data_paths: dict
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
     datasets = load_datasets(data_paths, points, dev)
-    interp = read_table(interpolation, "interpolation") if interpolation else None  # read once for every point
+    # read once for every point
+    interp = plain_merges(read_table(interpolation, "interpolation")) if interpolation else None
     matching, lmc = [], []
     for point, e in zip(points, entries, strict=True):
         m, l_ = identifiability_rows(point, pairs, e["models"], datasets[point.dataset], dev, interp)
@@ -194,7 +195,7 @@ def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict,
     first ``analysis.n_samples`` training inputs; curves come from the study's foundation
     ``interpolation`` table (every method and split it holds).
     """
-    interp = read_table(interp_path, "interpolation")
+    interp = plain_merges(read_table(interp_path, "interpolation"))
     rows, geometry = [], {}
     for p in points:
         a = analysis_params(p)

@@ -4,10 +4,11 @@ from __future__ import annotations
 import logging
 import time
 
-from lmcflow.config import Point, lambda_grid
+from lmcflow.config import Point, lambda_grid, repairs
 from lmcflow.jobs.align import aligned_pair, load_alignment_block
 from lmcflow.jobs.common import as_point, load_datasets, load_models
 from lmcflow.merging import check_same_function, endpoint_outputs, evaluate_path
+from lmcflow.repair import path_repair
 from lmcflow.tables import point_columns, write_table
 from lmcflow.training import resolve_device
 
@@ -40,11 +41,14 @@ def merge_rows(point: Point, pairs: list, methods: list, models: dict, alignment
     """Paths θ(λ) = (1−λ)θ_A + λθ_B of every seed pair of a pair block, for every merge method. For method ≠
     identity, B is first permuted by rule ``align``'s permutations (``alignment``: {method: [permutation
     file, alignment rows]}, hash-verified); models with symmetry-breaking layers are interpolated in dense
-    form (W_eff). Each model is loaded once."""
+    form (W_eff). Each model is loaded once. With ``merge.repair.enabled`` every path is evaluated a second time
+    with REPAIR at each λ (rows ``repair`` true; its statistics on the first ``merge.repair.examples`` training
+    inputs); REPAIR changes nothing at λ = 0 and 1, so both curves share the endpoints' outputs."""
     loaded = load_models(models, dev)
     perms = {m: load_alignment_block(point, m, *alignment[m]) for m in methods if m != "identity"}
     lambdas = lambda_grid(int(point.merge["lambdas"]))
     eval_sizes = {"train_eval_size": point.merge["train_eval_size"], "bn_reset_size": point.merge["bn_reset_size"]}
+    x_repair = data.x["train"][:int(point.merge["repair"]["examples"])] if repairs(point) else None
     ends = {}  # each model's outputs, the endpoint of every path it ends (evaluated once per job)
     rows = []
     for seed_a, seed_b in pairs:
@@ -61,13 +65,19 @@ def merge_rows(point: Point, pairs: list, methods: list, models: dict, alignment
                 _, unpermuted_b, _ = aligned_pair(loaded[seed_a], loaded[seed_b], None)
                 check_same_function(model_a, unpermuted_b.state_dict(), sd_b, data.x["test"][:256],
                                     f"{point.study}/{point.point} pair ({seed_a},{seed_b}) {method}")
-            path = evaluate_path(model_a, sd_a, sd_b, data, lambdas, **eval_sizes,
-                                 endpoints={0.0: ends[seed_a], 1.0: ends[seed_b]})
-            base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method}
-            rows += [{**base, **r} for r in path]
-            mid = [r for r in path if r["split"] == "test" and abs(r["lam"] - 0.5) < 1e-9][0]
-            log.info(f"[merge] {point.study}/{point.point} pair ({seed_a},{seed_b}) {method}: test error at λ=½ "
-                     f"{mid['error']:.4f}, {len(lambdas)} λ in {time.perf_counter() - t0:.1f}s")
+            given = {0.0: ends[seed_a], 1.0: ends[seed_b]}
+            fixes = {False: None}
+            if x_repair is not None:
+                fixes[True] = path_repair(model_a, model_b, x_repair)
+            for repaired, fix in fixes.items():
+                path = evaluate_path(model_a, sd_a, sd_b, data, lambdas, **eval_sizes, endpoints=given, repair=fix)
+                base = {**point_columns(point), "seed_a": seed_a, "seed_b": seed_b, "method": method,
+                        "repair": repaired}
+                rows += [{**base, **r} for r in path]
+                mid = [r for r in path if r["split"] == "test" and abs(r["lam"] - 0.5) < 1e-9][0]
+                log.info(f"[merge] {point.study}/{point.point} pair ({seed_a},{seed_b}) {method}"
+                         f"{' with REPAIR' if repaired else ''}: test error at λ=½ {mid['error']:.4f}, "
+                         f"{len(lambdas)} λ in {time.perf_counter() - t0:.1f}s")
     return rows
 
 

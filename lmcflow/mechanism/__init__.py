@@ -1,6 +1,7 @@
 """Mechanism metrics of the width paper (LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank, neuron
 activity) for two aligned models, per hidden layer; ``layer_metrics`` joins them into the rows of
-``layer_metrics.parquet``, ``active_overlap_rows`` sweeps the activity threshold τ (``active_overlap.parquet``). λ is the paper's weight on θ_A. Definitions and derivations: ``docs/mechanism.md``."""
+``layer_metrics.parquet``, ``active_overlap_rows`` sweeps the activity threshold τ (``active_overlap.parquet``).
+λ is the paper's weight on θ_A. Definitions and derivations: ``docs/mechanism.md``."""
 from lmcflow.mechanism.activity import (
     active_overlap_rows,
     active_units,

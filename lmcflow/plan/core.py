@@ -18,8 +18,10 @@ from lmcflow.config import (
     canonical,
     check_semantics,
     expand_points,
+    many_sizes,
     mechanism_methods,
     merge_methods,
+    repairs,
     replicate_claim_cfg,
     replicate_of,
     resolve_config,
@@ -28,7 +30,15 @@ from lmcflow.config import (
 )
 from lmcflow.config.partners import REAL, real_point_id
 from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks, seed_block, seed_blocks
-from lmcflow.plan.paths import ALIGN_TABLE_KINDS, IDENT_FIGURES, MECHANISM_FIGURES, WIDTH_FIGURES, Paths
+from lmcflow.plan.paths import (
+    ALIGN_TABLE_KINDS,
+    EXTENSION_FIGURES,
+    IDENT_FIGURES,
+    MANY_TABLE,
+    MECHANISM_FIGURES,
+    WIDTH_FIGURES,
+    Paths,
+)
 from lmcflow.plan.requests import check_limits, group_fits
 from lmcflow.point_schema import validate_points
 from lmcflow.tables import IDENT_TABLE_KINDS
@@ -44,9 +54,9 @@ IDENT_TABLE_FLAG = {
 # study table kinds concatenated from per-job rows (rules study_table_<kind>); barriers and coherence have their
 # own rules
 CONCAT_KINDS = ("runs", "interpolation", *ALIGN_TABLE_KINDS, "identifiability", "identifiability_lmc",
-                "swap_costs", "swap_matrix")
+                "swap_costs", "swap_matrix", MANY_TABLE)
 # results/tables/<kind>.parquet, each made by rule result_table_<kind>
-RESULT_KINDS = ("runs", "interpolation", "barriers", *ALIGN_TABLE_KINDS, *IDENT_TABLE_KINDS)
+RESULT_KINDS = ("runs", "interpolation", "barriers", *ALIGN_TABLE_KINDS, *IDENT_TABLE_KINDS, MANY_TABLE)
 
 
 def study_table_rule(kind: str) -> str:
@@ -189,6 +199,8 @@ class PlanBase(Paths):
                     for g, pts in self.merged_groups(study) for b in pair_blocks(pts[0])]
         if kind in ALIGN_TABLE_KINDS:
             return self.align_study_inputs(study, kind)
+        if kind == MANY_TABLE:
+            return [self.merge_many_file(study, p.point) for p in self.many_points(study)]
         if kind in IDENT_TABLE_FLAG and kind != "coherence":
             return self.ident_study_inputs(study, kind)
         raise ValueError(kind)
@@ -226,8 +238,14 @@ class PlanBase(Paths):
             ]
         raise ValueError(kind)
 
+    def many_points(self, study):
+        """The points with N-way merges (``merge.many``): real models only (a merge of null partners tests nothing)."""
+        return [p for p in self.real_points(study) if many_sizes(p)]
+
     def table_studies(self, kind):
         """Studies that have a table of this kind (every study has the foundation tables)."""
+        if kind == MANY_TABLE:
+            return [s for s in self.studies if self.many_points(s)]
         if kind in ALIGN_TABLE_KINDS:
             return [s for s in self.studies if self.align_study_inputs(s, kind)]
         if kind not in IDENT_TABLE_FLAG:
@@ -287,6 +305,13 @@ class PlanBase(Paths):
             return []
         return self.figures(study, MECHANISM_FIGURES)
 
+    def extension_figures(self, study):
+        """REPAIR vs calibration and N-model average vs ensemble: width sweeps with REPAIR'd paths and N-way merges."""
+        if not (self.sweeps(study, "model.width") and self.many_points(study)
+                and any(repairs(p) for p in self.merged_points(study))):
+            return []
+        return self.figures(study, EXTENSION_FIGURES)
+
     def figure_targets(self):
         out = []
         for study in self.figure_studies:
@@ -294,6 +319,7 @@ class PlanBase(Paths):
                 out += self.width_figures(study)
             out += self.ident_figures(study)
             out += self.mechanism_figures(study)
+            out += self.extension_figures(study)
         return out
 
     def align_table_needed(self, kind):
@@ -308,6 +334,8 @@ class PlanBase(Paths):
             tables += [self.claims_table, self.front_page]
         tables += [self.result_table(k) for k in IDENT_TABLE_KINDS if self.table_studies(k)]
         tables += [self.result_table(k) for k in ALIGN_TABLE_KINDS if self.align_table_needed(k)]
+        if self.table_studies(MANY_TABLE):
+            tables.append(self.result_table(MANY_TABLE))
         if self.table1_studies():
             tables += [self.table1_table] + self.table1_figures
         return tables + self.figure_targets() + claims + self.provenance_files

@@ -12,7 +12,15 @@ from __future__ import annotations
 import math
 
 from lmcflow.catalog import COHERENCE_DEFAULTS, GAUSSIAN_SUBSPACE_DEFAULTS, TORCHVISION_DATASETS
-from lmcflow.config import alignment_params, analysis_params, mechanism_lambdas, mechanism_params, merge_methods
+from lmcflow.config import (
+    alignment_params,
+    analysis_params,
+    many_sizes,
+    mechanism_lambdas,
+    mechanism_params,
+    merge_methods,
+    repairs,
+)
 
 # One CPU thread, fp32: benchmarks/bench_cost_rates.py on this project's 2-core machine
 # (benchmarks/results/cpu/cost_rates.json; tests/test_cost.py checks the two agree).
@@ -45,6 +53,8 @@ GPU_RATES = {
 }
 # what several CPU threads of one job are worth, per further thread (they do not scale perfectly)
 THREAD_EFFICIENCY = 0.7
+# MergeMany's rounds of weight matchings (each model to the average of the others) until no permutation changes
+MANY_ROUNDS = 4
 # weight matching converges in 2-13 sweeps in lmcflow's benchmarks; charged at this many (at most max_iter)
 WM_SWEEPS = 15
 BASE_MEM_MB = {"cpu": 600, "gpu": 3000}  # a python process with torch (and a CUDA context) before any data
@@ -189,7 +199,31 @@ def interpolate_seconds(points: list, n_pairs: int, data_cfg: dict, rates: dict)
         if p.model.get("norm") == "batchnorm":
             examples += p.merge["bn_reset_size"] or c["n_train"]
         per_pair = int(p.merge["lambdas"]) * (eval_seconds(c, examples, rates) + 0.02)
+        if repairs(p):  # endpoint statistics once, then per λ: the merged model's statistics and a second path
+            stats = eval_seconds(c, min(c["n_train"], int(p.merge["repair"]["examples"])), rates)
+            per_pair += 2 * stats + int(p.merge["lambdas"]) * (stats + eval_seconds(c, examples, rates) + 0.02)
         total += n_pairs * len(merge_methods(p)) * per_pair
+    return total
+
+
+def merge_many_seconds(point, data_cfg: dict, rates: dict) -> float:
+    """Every N-subset of the point's seeds (``merge.many.sizes``) for every method: its alignment (MergeMany
+    charged at MANY_ROUNDS rounds of N weight matchings; activation matching N − 1 pairs), the merged model's
+    evaluation (REPAIR'd a second time with ``merge.repair``), beside each seed's endpoint evaluated once."""
+    c = point_counts(point, data_cfg)
+    examples = merge_eval_examples(point, c)
+    evaluate = eval_seconds(c, examples, rates) + 0.02
+    if repairs(point):
+        stats = eval_seconds(c, min(c["n_train"], int(point.merge["repair"]["examples"])), rates)
+    total = len(point.seeds) * evaluate
+    for n in many_sizes(point):
+        subsets = math.comb(len(point.seeds), n)
+        for method in point.merge["many"]["methods"]:
+            align = {"identity": 0.0, "weight_matching": MANY_ROUNDS * n, "activation_matching": n - 1}[method]
+            per = align * (align_seconds(point, method, 1, data_cfg, rates) if align else 0.0) + evaluate
+            if repairs(point):
+                per += (n + 1) * stats + evaluate
+            total += subsets * per
     return total
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from lmcflow.config import mechanism_methods, merge_methods
 from lmcflow.grouping import blocks_label, pair_blocks, seed_blocks
 from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS, is_merged, result_table_rule, study_table_rule
-from lmcflow.plan.paths import IDENT_FIGURES, MECHANISM_FIGURES
+from lmcflow.plan.paths import EXTENSION_FIGURES, IDENT_FIGURES, MECHANISM_FIGURES
 from lmcflow.plan.rules import Plan
 
 
@@ -77,6 +77,10 @@ def rule_jobs(plan: Plan) -> list[Job]:
                                                             P.active_overlap_file(s, p.point, m, blocks)],
                                     data=P.point_data_file(wc), bundles=P.block_bundles(wc),
                                     alignment=P.mechanism_alignment_files(wc)))
+        for p in P.many_points(s):
+            wc = ns(study=s, point=p.point)
+            out.append(_job("merge_many", vars(wc), P.merge_many_file(s, p.point), data=P.point_data_file(wc),
+                            bundles=P.many_bundles(wc)))
         for kind in CONCAT_KINDS:
             out.append(_job(study_table_rule(kind), {"study": s}, P.study_table(s, kind),
                             **{"": P.study_inputs(s, kind)}))
@@ -111,6 +115,8 @@ def _figure_jobs(P: Plan, s: str) -> list[Job]:
         _job("coherence_figures", wc, P.figures(s, IDENT_FIGURES["coherence"]), **{"": t("coherence")}),
         _job("mechanism_figures", wc, P.figures(s, MECHANISM_FIGURES), barriers=t("barriers"),
              layer_metrics=t("layer_metrics")),
+        _job("extension_figures", wc, P.figures(s, EXTENSION_FIGURES), barriers=t("barriers"),
+             merge_many=t("merge_many")),
     ]
 
 

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 ALIGN_TABLE_KINDS = ("alignment", "layer_metrics", "active_overlap")
+MANY_TABLE = "merge_many"  # N-way merges: one job per point with merge.many sizes
 
 WIDTH_FIGURES = ["barrier_vs_width", "error_along_lambda", "loss_barrier_raw_vs_calibrated", "logit_norm_along_lambda"]
+EXTENSION_FIGURES = ["repair_vs_calibration", "many_model_ensemble"]  # REPAIR and N-way merges of a width sweep
 MECHANISM_FIGURES = [
     "method_barrier_vs_width",
     "lewc_vs_width",
@@ -64,6 +66,9 @@ class Paths:
 
     def align_row_file(self, study, point, method, blocks):
         return f"{self.work}/align/{study}/{point}/{method}/blocks-{blocks}.parquet"
+
+    def merge_many_file(self, study, point):
+        return f"{self.work}/merge_many/{study}/{point}.parquet"
 
     def mechanism_file(self, study, point, method, blocks):
         return f"{self.work}/mechanism/{study}/{point}/{method}/blocks-{blocks}.parquet"

@@ -12,14 +12,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from lmcflow.config import ConfigError, mechanism_methods, merge_methods
+from lmcflow.config import ConfigError, many_sizes, mechanism_methods, merge_methods
+from lmcflow.config.partners import REAL
 from lmcflow.grouping import pair_blocks, seed_blocks, stacks
 from lmcflow.plan import cost
 
-# rules whose jobs are a grid group's seed block, a grid group's pair block, or one point's pair block
+# rules whose jobs are a grid group's seed block, a grid group's pair block, one point's pair block, or one point
 GROUP_BLOCK_RULES = ("train", "swap_costs")
 GROUP_PAIR_RULES = ("interpolate", "identifiability")
 POINT_PAIR_RULES = ("align", "mechanism")
+POINT_RULES = ("merge_many",)
 CLUSTER_DEFAULTS = {"max_runtime": None, "max_mem_mb": None, "safety": 1.5, "job_overhead_s": 60}
 
 
@@ -90,6 +92,8 @@ def merge_request(rule: str, points, n: int, config: dict, method: str | None = 
         work = cost.align_seconds(points[0], method, n, data, rates)
     elif rule == "mechanism":
         work = cost.mechanism_seconds(points[0], n, data, rates)
+    elif rule == "merge_many":
+        work = cost.merge_many_seconds(points[0], data, rates)
     else:
         raise ValueError(f"no cost model for rule {rule!r}")
     return _request(points, "merge", rates["startup_cpu_s"] + work, cost.merge_mem_mb(points, data, device),
@@ -159,4 +163,6 @@ def point_requests(points: dict, config: dict) -> list:
                     out.append((p, "align", f"{m} {i}-{j}", merge_request("align", [p], len(pairs), config, m)))
             for m in mechanism_methods(p):
                 out.append((p, "mechanism", f"{m} {i}-{j}", merge_request("mechanism", [p], len(pairs), config, m)))
+        if many_sizes(p) and p.partner == REAL:
+            out.append((p, "merge_many", "", merge_request("merge_many", [p], 0, config)))
     return out

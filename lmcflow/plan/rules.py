@@ -98,6 +98,8 @@ class Plan(PlanBase):
         if rule in GROUP_BLOCK_RULES:
             pts, n = self.group_points(wc), len(self.block_seeds(wc))
             return train_request(pts, n, self.config) if rule == "train" else merge_request(rule, pts, n, self.config)
+        if rule == "merge_many":
+            return merge_request(rule, [self.point_of(wc)], 0, self.config)
         n = len(self.block_pairs(wc))
         if rule in GROUP_PAIR_RULES:
             return merge_request(rule, self.group_points(wc), n, self.config)
@@ -176,6 +178,19 @@ class Plan(PlanBase):
 
     def mechanism_point(self, wc):
         return self.job_point(wc, "model", "train", merge=["bn_reset_size"], analysis=["mechanism"])
+
+    def many_point(self, wc):
+        return self.job_point(wc, "model", "train", merge=["train_eval_size", "bn_reset_size", "alignment", "repair",
+                                                           "many"])
+
+    def many_models(self, wc):
+        """{seed: [checkpoint, run row]} of every model of a point (rule merge_many)."""
+        p = self.point_of(wc)
+        return {s: self.model_paths(wc.study, p.point, s) for s in sorted(p.seeds)}
+
+    def many_bundles(self, wc):
+        group = self.group_of[(wc.study, wc.point)]
+        return [self.bundle_dir(wc.study, group, b) for b in seed_blocks(self.point_of(wc))]
 
     def mechanism_alignment_files(self, wc):
         return self.block_alignments(wc, [wc.method]).get(wc.method, [])

@@ -9,10 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lmcflow.plan.dag import needed_jobs
-from lmcflow.plan.requests import GROUP_BLOCK_RULES, GROUP_PAIR_RULES, POINT_PAIR_RULES, Request, cluster_cfg
+from lmcflow.plan.requests import (
+    GROUP_BLOCK_RULES,
+    GROUP_PAIR_RULES,
+    POINT_PAIR_RULES,
+    POINT_RULES,
+    Request,
+    cluster_cfg,
+)
 from lmcflow.plan.rules import Plan
 
-COMPUTE_RULES = (*GROUP_BLOCK_RULES, *GROUP_PAIR_RULES, *POINT_PAIR_RULES)
+COMPUTE_RULES = (*GROUP_BLOCK_RULES, *GROUP_PAIR_RULES, *POINT_PAIR_RULES, *POINT_RULES)
 
 
 @dataclass(frozen=True)

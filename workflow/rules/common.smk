@@ -70,6 +70,7 @@ align_file = PLAN.align_file
 align_row_file = PLAN.align_row_file
 mechanism_file = PLAN.mechanism_file
 active_overlap_file = PLAN.active_overlap_file
+merge_many_file = PLAN.merge_many_file
 # targets
 all_targets = PLAN.all_targets
 report_front_page = PLAN.report_front_page
@@ -89,6 +90,9 @@ merge_entries = PLAN.merge_entries
 merge_alignment_files = PLAN.merge_alignment_files
 align_point = PLAN.align_point
 mechanism_point = PLAN.mechanism_point
+many_point = PLAN.many_point
+many_models = PLAN.many_models
+many_bundles = PLAN.many_bundles
 mechanism_alignment_files = PLAN.mechanism_alignment_files
 mechanism_alignment = PLAN.mechanism_alignment
 identity_paths_file = PLAN.identity_paths_file

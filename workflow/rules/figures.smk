@@ -1,5 +1,6 @@
 localrules:
     width_figures,
+    extension_figures,
 
 
 rule width_figures:
@@ -192,3 +193,30 @@ rule mechanism_figures:
         definition="entezari",
     script:
         "../scripts/mechanism_figures.py"
+
+
+rule extension_figures:
+    """The width paper's extensions: the fraction of the plain loss barrier removed by calibration, REPAIR and both
+    vs width, and the N-model average vs the N-model ensemble vs width."""
+    input:
+        barriers=study_table("{study}", "barriers"),
+        merge_many=study_table("{study}", "merge_many"),
+    output:
+        repair_png=report(
+            f"{RESULTS}/figures/{{study}}/repair_vs_calibration.png",
+            caption="../report/repair_vs_calibration.rst",
+            category="{study}",
+        ),
+        repair_pdf=f"{RESULTS}/figures/{{study}}/repair_vs_calibration.pdf",
+        many_png=report(
+            f"{RESULTS}/figures/{{study}}/many_model_ensemble.png",
+            caption="../report/many_model_ensemble.rst",
+            category="{study}",
+        ),
+        many_pdf=f"{RESULTS}/figures/{{study}}/many_model_ensemble.pdf",
+    log:
+        f"{LOGS}/figures/{{study}}/extensions.log",
+    params:
+        definition="entezari",
+    script:
+        "../scripts/extension_figures.py"

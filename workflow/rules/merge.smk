@@ -48,3 +48,27 @@ rule align:
         device=config["device"],
     script:
         "../scripts/align.py"
+
+
+rule merge_many:
+    """N-way merges of one point's seeds (every N-subset of merge.many.sizes, every N-way method: plain average,
+    MergeMany weight matching, activation matching onto one model), plain and with REPAIR, beside the mean endpoint
+    and the N models' logit ensemble."""
+    input:
+        data=point_data_file,
+        bundles=many_bundles,
+    output:
+        merge_many_file("{study}", "{point}"),
+    log:
+        f"{LOGS}/merge_many/{{study}}/{{point}}.log",
+    threads: config["threads"]["merge"]
+    resources:
+        mem_mb=point_resources("merge_many", "mem_mb"),
+        runtime=point_resources("merge_many", "runtime"),
+        gpu=point_resources("merge_many", "gpu"),
+    params:
+        point=many_point,
+        models=many_models,
+        device=config["device"],
+    script:
+        "../scripts/merge_many.py"
