@@ -278,10 +278,6 @@ class Dataset:
         """The same inputs (shared tensors) with the training labels permuted by a permutation drawn from
         ``derive_seed("label-permutation", seed)``: a null partner that learns no input-label relation. The
         validation and test labels stay true, so its accuracy there is chance."""
-        import torch
-
-        from lmcflow.seeding import generator
-
         y = self.y["train"]
         perm = torch.randperm(len(y), generator=generator("label-permutation", int(seed))).to(y.device)
         return Dataset(dict(self.x), {**self.y, "train": y[perm]}, {**self.meta, "shuffled_labels_seed": int(seed)})

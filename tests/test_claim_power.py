@@ -235,6 +235,21 @@ def identifiability_tradeoff(holds):
     return {"runs": table("runs", rows)}
 
 
+def repair_vs_calibration(holds):
+    from tests.test_claims_width_extensions import repair_barriers
+
+    removed = {"calibration": 0.9, "repair": 0.8, "both": 0.95} if holds else \
+        {"calibration": 0.3, "repair": 0.9, "both": 0.9}
+    return repair_barriers(removed)
+
+
+def many_model_ensemble(holds):
+    from tests.test_claims_width_extensions import WIDTHS, many_tables
+
+    gaps = dict(zip(WIDTHS, (0.5, 0.2, 0.05) if holds else (0.05, 0.2, 0.5), strict=True))
+    return many_tables(gaps.get, lambda w: 0.1)
+
+
 CASES = {
     "width-merge-accuracy": width_merge_accuracy, "temperature-calibration": temperature_calibration,
     "lewc": lewc, "weak-additivity": weak_additivity, "reciprocal-orthogonality": reciprocal_orthogonality,
@@ -245,11 +260,12 @@ CASES = {
     "subspace-coherence": subspace_coherence, "identifiability-tradeoff": identifiability_tradeoff,
     "cross-transformation-cosine": cross_transformation_cosine, "logit-norm-decay": logit_norm_decay,
     "active-neuron-overlap": active_neuron_overlap,
+    "repair-vs-calibration": repair_vs_calibration, "many-model-ensemble": many_model_ensemble,
 }
 
 
 def test_every_claim_has_a_power_case():
-    assert sorted(CASES) == sorted(REGISTRY) and len(CASES) == 18
+    assert sorted(CASES) == sorted(REGISTRY) and len(CASES) == 20
 
 
 @pytest.mark.parametrize("cid", sorted(CASES))

@@ -33,5 +33,5 @@ def test_intrinsic_dim_trains_on_the_authors_setup():
 
 def test_the_regime_config_plans_its_jobs():
     counts = job_counts(CONFIG)
-    assert counts["total"] == 161 and counts["claim"] == 14
+    assert counts["total"] == 163 and counts["claim"] == 14
     assert counts["train"] == 21  # 5 bundled width groups, 15 single ×2 … ×8 models, 1 intrinsic_dim group

@@ -83,7 +83,7 @@ def test_identifiability_tables(run):
     assert mat.swap_cost_ridge.notna().all()
     coh = table(run, "coherence")
     assert set(coh.data_nu.round(6)) == {1.0, 0.2} and (coh.nu - coh.data_nu).abs().max() < 1e-6
-    assert set(coh.k) == {2} and len(coh) == 2 * 3 * 2  # 2 ν × 3 pairs × 2 splits
+    assert set(coh.k) == {2} and len(coh) == 2 * 2 * 3 * 2  # 2 ν × 2 arms (masked, unmasked) × 3 pairs × 2 splits
     # foundation tables hold every study
     runs = table(run, "runs")
     assert set(runs.study) == {"sym", "tradeoff", "coh", "kinds"} and len(runs) == 28
@@ -130,7 +130,7 @@ def test_grid_groups_train_and_analyse_in_shared_jobs(run):
     networks (other layers) and kinds' SyRe and σ-asymmetric ones train as two bundles of the same job."""
     runs = table(run, "runs")
     bundles = runs.groupby("study").bundle_id.nunique().to_dict()
-    assert bundles == {"sym": 1, "coh": 1, "tradeoff": 2, "kinds": 2}
+    assert bundles == {"sym": 1, "coh": 2, "tradeoff": 2, "kinds": 2}  # coh: the masked and the unmasked arm
     assert (run / "work/models/sym/grid/bundle-0/dataset-gs_k8__sigma_f-1/seed-2.safetensors").exists()
     assert (run / "work/models/tradeoff/grid/bundle-0/kind-standard/seed-2.safetensors").exists()
     logs = {p.relative_to(run / "logs").as_posix() for p in (run / "logs").rglob("*.log")}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lmcflow.claims.criterion import Criterion
 from lmcflow.claims.stats import Estimate, difference
 from lmcflow.config.partners import PARTNER_KINDS, PARTNER_SEED_OFFSET, PARTNER_SEP, REAL
 
@@ -57,8 +58,6 @@ def null_controls(claim_, real_outcome, real: dict, nulls: dict, params: dict, n
     itself where they cover every point), so both sides average the same grid. A kind whose rows do not hold what
     the statistic reads (the study's null partners do not cover the claim's points) is recorded as not run and
     adds no criterion."""
-    from lmcflow.claims.core import Criterion  # core imports this module
-
     if not real_outcome.criteria:
         return [], []
     head = real_outcome.criteria[0]

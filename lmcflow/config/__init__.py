@@ -41,10 +41,10 @@ from lmcflow.config.params import (
     merge_methods,
     repairs,
 )
+from lmcflow.config.partners import expand_points
 from lmcflow.config.points import (
     Point,
     canonical,
-    expand_points,
     expand_study,
     format_value,
     get_dotted,

@@ -16,7 +16,8 @@ from lmcflow.config.params import (
     mechanism_params,
     merge_methods,
 )
-from lmcflow.config.points import expand_points, point_matches, point_value
+from lmcflow.config.partners import expand_points
+from lmcflow.config.points import point_matches, point_value
 from lmcflow.external import check_external, is_external
 
 

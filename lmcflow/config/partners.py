@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 
 from lmcflow.config.loading import ConfigError
-from lmcflow.config.points import Point, point_matches
+from lmcflow.config.points import Point, expand_study, point_matches
 
 PARTNER_KINDS = ("untrained", "shuffled_labels")
 REAL = "real"
@@ -77,3 +77,13 @@ def partner_points(points: list[Point]) -> list[Point]:
 def real_point_id(point: Point) -> str:
     """The id of the real point whose pairs a partner point's pairs stand in for."""
     return point.point.split(PARTNER_SEP)[0] if point.partner != REAL else point.point
+
+
+def expand_points(config: dict) -> dict[tuple[str, str], Point]:
+    """(study, point id) -> Point for every study in the config: its points, then their null partners."""
+    out = {}
+    for name, study in (config.get("studies") or {}).items():
+        real = expand_study(name, study, config.get("defaults") or {})
+        for p in real + partner_points(real):
+            out[(name, p.point)] = p
+    return out

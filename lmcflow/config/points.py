@@ -170,18 +170,6 @@ def expand_study(name: str, study: dict, defaults: dict) -> list[Point]:
     return points
 
 
-def expand_points(config: dict) -> dict[tuple[str, str], Point]:
-    """(study, point id) -> Point for every study in the config."""
-    from lmcflow.config.partners import partner_points  # partners build on Point
-
-    out = {}
-    for name, study in (config.get("studies") or {}).items():
-        real = expand_study(name, study, config.get("defaults") or {})
-        for p in real + partner_points(real):
-            out[(name, p.point)] = p
-    return out
-
-
 def study_points(points: dict, study: str) -> list[Point]:
     return [p for (s, _), p in points.items() if s == study]
 
