@@ -16,23 +16,48 @@ def seed_block(seed: int, size: int) -> int:
     return int(seed) // int(size)
 
 
-def seed_blocks(point: Point) -> dict[int, list[int]]:
-    """{bundle index: sorted seeds} of a point (``train.bundle`` seeds per bundle)."""
-    out: dict[int, list[int]] = {}
+def seed_blocks(point: Point) -> dict[str, list[int]]:
+    """{bundle label: sorted seeds} of a point (``train.bundle`` seeds per bundle, labelled by the bundle index
+    ``seed // train.bundle``), in block order."""
+    out: dict[str, list[int]] = {}
     for s in sorted(point.seeds):
-        out.setdefault(seed_block(s, point.train["bundle"]), []).append(int(s))
+        out.setdefault(str(seed_block(s, point.train["bundle"])), []).append(int(s))
     return out
 
 
-def pair_blocks(point: Point) -> dict[tuple[int, int], list[tuple[int, int]]]:
+def block_order(label: str) -> tuple[int, int]:
+    """Sort key of a bundle label: ``b`` (seed block b) before ``bs<f>`` (the seeds of block b from f on that a
+    later run added beside a kept bundle of block b, ``extended_blocks``)."""
+    b, _, first = str(label).partition("s")
+    return int(b), int(first) if first else -1
+
+
+def extended_blocks(blocks: dict[str, list[int]], kept: dict[str, list[int]]) -> dict[str, list[int]]:
+    """A point's bundles when the finished bundles ``kept`` ({label: seeds}, each within one seed block of
+    ``blocks``, pairwise disjoint) are kept as they are: per seed block, the kept bundles inside it, and its
+    other seeds as one more bundle, labelled ``b`` when nothing of block b is kept, else ``bs<its first
+    seed>``. With nothing kept this is ``blocks``."""
+    out: dict[str, list[int]] = {}
+    for b, seeds in blocks.items():
+        inside = {k: v for k, v in kept.items() if block_order(k)[0] == int(b)}
+        out |= inside
+        rest = sorted(set(seeds) - {s for v in inside.values() for s in v})
+        if rest:
+            out[f"{b}s{rest[0]}" if inside else b] = rest
+    return dict(sorted(out.items(), key=lambda kv: block_order(kv[0])))
+
+
+def pair_blocks(point: Point, blocks: dict[str, list[int]] | None = None
+                ) -> dict[tuple[str, str], list[tuple[int, int]]]:
     """{(bundle i, bundle j), i ≤ j: the seed pairs (a, b), a < b, between them}; blocks without pairs are left out.
+    ``blocks``: the point's bundles (default ``seed_blocks``; a plan passes the bundles it keeps on disk).
     A null-partner point (``lmcflow.config.partners``): {(real bundle i, partner bundle j): the pairs (a, offset
     + b), a < b, of real model a and the partner of b}."""
     if point.partner != REAL:
         return _partner_pair_blocks(point)
-    blocks = seed_blocks(point)
+    blocks = seed_blocks(point) if blocks is None else blocks
     out = {}
-    for i, j in itertools.combinations_with_replacement(sorted(blocks), 2):
+    for i, j in itertools.combinations_with_replacement(sorted(blocks, key=block_order), 2):
         pairs = list(itertools.combinations(blocks[i], 2)) if i == j else [(a, b) for a in blocks[i] for b in blocks[j]]
         if pairs:
             out[(i, j)] = pairs
@@ -47,17 +72,17 @@ def _partner_pair_blocks(point: Point) -> dict[tuple[int, int], list[tuple[int, 
         for b in reals:
             if a < b:
                 pb = partner_seed(point.partner, b)
-                out.setdefault((seed_block(a, size), seed_block(pb, size)), []).append((a, pb))
-    return dict(sorted(out.items()))
+                out.setdefault((str(seed_block(a, size)), str(seed_block(pb, size))), []).append((a, pb))
+    return dict(sorted(out.items(), key=lambda kv: tuple(block_order(b) for b in kv[0])))
 
 
 def blocks_label(i: int, j: int) -> str:
     return f"{i}-{j}"
 
 
-def parse_blocks(label: str) -> tuple[int, int]:
+def parse_blocks(label: str) -> tuple[str, str]:
     i, j = label.split("-")
-    return int(i), int(j)
+    return i, j
 
 
 def grid_groups(points: list[Point], fits=None) -> dict[str, list[Point]]:

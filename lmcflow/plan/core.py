@@ -29,7 +29,8 @@ from lmcflow.config import (
     swept_values,
 )
 from lmcflow.config.partners import REAL, real_point_id
-from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks, seed_block, seed_blocks
+from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks
+from lmcflow.plan.kept import group_blocks
 from lmcflow.plan.paths import (
     ALIGN_TABLE_KINDS,
     EXTENSION_FIGURES,
@@ -100,6 +101,10 @@ class PlanBase(Paths):
         if enforce_limits:
             check_limits(self.groups, self.points, config)
         self.group_of = {(s, p.point): g for (s, g), pts in self.groups.items() for p in pts}
+        # (study, group) -> {bundle label: seeds}: the seed blocks, with finished bundles kept where seeds were added
+        self.blocks = {(s, g): group_blocks(self, s, g, pts) for (s, g), pts in self.groups.items()}
+        self.block_of = {key: {seed: b for b, seeds in blocks.items() for seed in seeds}
+                         for key, blocks in self.blocks.items()}
         self.default_front_page = default_front_page
 
     @classmethod
@@ -127,6 +132,14 @@ class PlanBase(Paths):
     def job_unit(self, wc):
         """The point that fixes a job's seeds, bundle size and model width: its point, or its group's first."""
         return self.group_points(wc)[0] if hasattr(wc, "group") else self.point_of(wc)
+
+    def group_pair_blocks(self, study, group):
+        """``pair_blocks`` of a grid group's points, over its bundles (``self.blocks``)."""
+        return self.point_pair_blocks(self.groups[(study, group)][0])
+
+    def point_pair_blocks(self, p):
+        """``pair_blocks`` of a point, over its group's bundles (``self.blocks``)."""
+        return pair_blocks(p, self.blocks[(p.study, self.group_of[(p.study, p.point)])])
 
     def study_groups(self, study):
         return [(g, pts) for (s, g), pts in self.groups.items() if s == study]
@@ -161,14 +174,18 @@ class PlanBase(Paths):
         if p.partner != REAL and int(seed) not in p.seeds:
             point = real_point_id(p)
         group = self.group_of[(study, point)]
-        return self.bundle_dir(study, group, seed_block(seed, self.points[(study, point)].train["bundle"])), point
+        return self.bundle_dir(study, group, self.block_of[(study, group)][int(seed)]), point
 
     def model_paths(self, study, point, seed):
         """[checkpoint, run row] of one trained model, inside its bundle's directory (in a subdirectory named by
         its point when the bundle holds several points)."""
         d, point = self.model_bundle(study, point, seed)
-        if self.group_of[(study, point)] != point:
-            d = f"{d}/{point}"
+        return self.member_files(study, self.group_of[(study, point)], point, d, seed)
+
+    @staticmethod
+    def member_files(study, group, point, bundle, seed):
+        """[checkpoint, run row] of one model of a point in the bundle directory ``bundle`` of its group."""
+        d = bundle if group == point else f"{bundle}/{point}"
         return [f"{d}/seed-{seed}.safetensors", f"{d}/seed-{seed}.run.parquet"]
 
     def pair_models(self, study, point, pairs):
@@ -185,7 +202,7 @@ class PlanBase(Paths):
 
     # ----------------------------------------------------------------------- what each study's tables concatenate
     def study_bundles(self, study):
-        return [self.bundle_dir(study, g, b) for g, pts in self.study_groups(study) for b in seed_blocks(pts[0])]
+        return [self.bundle_dir(study, g, b) for g, _ in self.study_groups(study) for b in self.blocks[(study, g)]]
 
     def study_run_rows(self, study):
         return [self.model_paths(study, p.point, s)[1] for p in self.study_points(study) for s in sorted(p.seeds)]
@@ -196,7 +213,7 @@ class PlanBase(Paths):
             return self.study_bundles(study)
         if kind == "interpolation":
             return [self.merge_file(study, g, blocks_label(*b))
-                    for g, pts in self.merged_groups(study) for b in pair_blocks(pts[0])]
+                    for g, _ in self.merged_groups(study) for b in self.group_pair_blocks(study, g)]
         if kind in ALIGN_TABLE_KINDS:
             return self.align_study_inputs(study, kind)
         if kind == MANY_TABLE:
@@ -214,9 +231,9 @@ class PlanBase(Paths):
         flag = IDENT_TABLE_FLAG[kind]
         groups = [(g, pts) for g, pts in self.study_groups(study) if any(analysis_params(p)[flag] for p in pts)]
         if kind in ("swap_costs", "swap_matrix"):
-            return [self.ident_point_file(study, g, kind, b) for g, pts in groups for b in seed_blocks(pts[0])]
+            return [self.ident_point_file(study, g, kind, b) for g, _ in groups for b in self.blocks[(study, g)]]
         return [self.ident_point_file(study, g, kind, blocks_label(*b))
-                for g, pts in groups for b in pair_blocks(pts[0])]
+                for g, _ in groups for b in self.group_pair_blocks(study, g)]
 
     def align_study_inputs(self, study, kind):
         pts = self.merged_points(study)
@@ -226,7 +243,7 @@ class PlanBase(Paths):
                 for p in pts
                 for m in merge_methods(p)
                 if m != "identity"
-                for b in pair_blocks(p)
+                for b in self.point_pair_blocks(p)
             ]
         if kind in ("layer_metrics", "active_overlap"):
             out_file = self.mechanism_file if kind == "layer_metrics" else self.active_overlap_file
@@ -234,7 +251,7 @@ class PlanBase(Paths):
                 out_file(study, p.point, m, blocks_label(*b))
                 for p in pts
                 for m in mechanism_methods(p)
-                for b in pair_blocks(p)
+                for b in self.point_pair_blocks(p)
             ]
         raise ValueError(kind)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from lmcflow.config import mechanism_methods, merge_methods
-from lmcflow.grouping import blocks_label, pair_blocks, seed_blocks
+from lmcflow.grouping import blocks_label
 from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS, is_merged, result_table_rule, study_table_rule
 from lmcflow.plan.paths import EXTENSION_FIGURES, IDENT_FIGURES, MECHANISM_FIGURES
 from lmcflow.plan.rules import Plan
@@ -43,14 +43,14 @@ def rule_jobs(plan: Plan) -> list[Job]:
     for d in sorted({p.dataset for p in P.points.values()}):
         out.append(_job("prepare_data", {"dataset": d}, P.data_file(d)))
     for (s, g), pts in P.groups.items():
-        for b in seed_blocks(pts[0]):
+        for b in P.blocks[(s, g)]:
             wc = ns(study=s, group=g, block=str(b))
             out.append(_job("train", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc)))
             if P.group_analysis_points(wc, "swap_costs"):
                 out.append(_job("swap_costs", vars(wc), [P.ident_point_file(s, g, k, b) for k in
                                                          ("swap_costs", "swap_matrix")],
                                 data=P.group_data_files(wc), bundle=P.bundle_dir(s, g, b)))
-        for b in pair_blocks(pts[0]):
+        for b in P.group_pair_blocks(s, g):
             wc = ns(study=s, group=g, blocks=blocks_label(*b))
             data, bundles = P.group_data_files(wc), P.block_bundles(wc)
             if any(is_merged(p) for p in pts):
@@ -63,7 +63,7 @@ def rule_jobs(plan: Plan) -> list[Job]:
                                 data=data, bundles=bundles, interpolation=P.identity_paths_file(wc)))
     for s in P.studies:
         for p in P.merged_points(s):
-            for b in pair_blocks(p):
+            for b in P.point_pair_blocks(p):
                 blocks = blocks_label(*b)
                 for m in merge_methods(p):
                     if m != "identity":

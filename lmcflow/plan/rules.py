@@ -12,7 +12,7 @@ from lmcflow.claims import claim_studies
 from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
 from lmcflow.config.partners import REAL
-from lmcflow.grouping import pair_blocks, parse_blocks, seed_blocks, stacks
+from lmcflow.grouping import parse_blocks, stacks
 from lmcflow.plan.core import PlanBase, is_merged
 from lmcflow.plan.requests import GROUP_BLOCK_RULES, GROUP_PAIR_RULES, cluster_cfg, merge_request, train_request
 
@@ -48,10 +48,13 @@ class Plan(PlanBase):
 
     # ----------------------------------------------------------------------- blocks of a job
     def block_seeds(self, wc):
-        return seed_blocks(self.job_unit(wc))[int(wc.block)]
+        return self.blocks[(wc.study, self.job_group(wc))][wc.block]
 
     def block_pairs(self, wc):
-        return pair_blocks(self.job_unit(wc))[parse_blocks(wc.blocks)]
+        return self.point_pair_blocks(self.job_unit(wc))[parse_blocks(wc.blocks)]
+
+    def job_group(self, wc):
+        return wc.group if hasattr(wc, "group") else self.group_of[(wc.study, wc.point)]
 
     def block_bundles(self, wc):
         """The bundle directories a pair-block job reads (one or two; a null-partner pair block: the real
@@ -142,7 +145,7 @@ class Plan(PlanBase):
         these out of date (``lmcflow.io.mark_out_of_date``) and their train jobs rerun."""
         out = {}
         for (study, group), pts in self.groups.items():
-            for block in seed_blocks(pts[0]):
+            for block in self.blocks[(study, group)]:
                 bundle = self.bundle_dir(study, group, block)
                 if Path(bundle).is_dir():
                     wc = SimpleNamespace(study=study, group=group, block=str(block))
@@ -190,7 +193,7 @@ class Plan(PlanBase):
 
     def many_bundles(self, wc):
         group = self.group_of[(wc.study, wc.point)]
-        return [self.bundle_dir(wc.study, group, b) for b in seed_blocks(self.point_of(wc))]
+        return [self.bundle_dir(wc.study, group, b) for b in self.blocks[(wc.study, group)]]
 
     def mechanism_alignment_files(self, wc):
         return self.block_alignments(wc, [wc.method]).get(wc.method, [])

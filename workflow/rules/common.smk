@@ -52,8 +52,8 @@ wildcard_constraints:
     study="[A-Za-z0-9_-]+",
     point="[^/]+",
     group="[^/]+",
-    block=r"\d+",
-    blocks=r"\d+-\d+",
+    block=r"\d+(s\d+)?",
+    blocks=r"\d+(s\d+)?-\d+(s\d+)?",
     method="[a-z_]+",
     dataset="[A-Za-z0-9_-]+",
 
