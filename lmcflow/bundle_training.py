@@ -103,7 +103,7 @@ def _train_shape(data) -> tuple:
     return (tuple(x.shape), str(x.dtype), tuple(y.shape), str(y.dtype), data.task)
 
 
-def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> list[dict]:
+def train_bundle(members: list[Member], device: torch.device, on_batch=None, stack_alone: bool = False) -> list[dict]:
     """Train every member's model in place; one result dict per member, in order.
 
     Results hold ``history`` (per epoch: epoch, train_loss, train_acc, lr, as ``training.train``),
@@ -116,7 +116,8 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> 
     ``on_batch(epoch, step, names, xb, yb)``, if given, sees each step's inputs of the active
     members (xb: (K, b, …) after augmentation) before the forward pass.
 
-    A bundle of one member runs ``training.train`` (bit-identical to single-model training).
+    A bundle of one member runs ``training.train`` (bit-identical to single-model training), or with
+    ``stack_alone`` the stacked loop (bit-identical to its run in a larger stacked bundle on one CPU thread).
     If members diverge, the others finish, their final states are saved and ``DivergenceError``
     (with ``.diverged`` and ``.results``) is raised.
     """
@@ -124,7 +125,7 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None) -> 
         m.name = m.name or f"member {i} (seed {m.seed})"
     check_bundle(members)
     cfg = members[0].cfg
-    if len(members) == 1:
+    if len(members) == 1 and not stack_alone:
         m = members[0]
         restored = usable_state(m.state_path, m.digest) and _state_epoch(m.state_path) >= int(cfg["epochs"])
         info = train(m.model, m.data, m.cfg, m.seed, device, state_path=m.state_path, state_digest=m.digest,

@@ -113,10 +113,12 @@ def run_train_bundle(members: list[dict], data_paths: dict, device: str = "auto"
 
 
 def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "auto", state_dir: str | None = None,
-                    bundle_ids: list | None = None) -> list[dict]:
+                    bundle_ids: list | None = None, stack_alone: bool = False) -> list[dict]:
     """Rule ``train``: the bundles of one seed block of a grid group (``lmcflow.grouping.grid_groups``), one after
     the other in this process, each as ``run_train_bundle`` trains it (members as there; every dataset is loaded
-    once). A bundle whose members diverge does not stop the others: every healthy model is written, then one
+    once). ``stack_alone``: a bundle of one model trains stacked too (a bundle a run added beside kept ones,
+    ``lmcflow.plan.kept``: its bits are then those it would have in a bundle with them). A bundle whose members
+    diverge does not stop the others: every healthy model is written, then one
     ``DivergenceError`` names every diverged point and seed."""
     t0 = time.perf_counter()
     if not bundles or not all(bundles):
@@ -129,7 +131,7 @@ def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "
     rows, failures = [], []
     for entries, bid in zip(stacks, bundle_ids or [None] * len(stacks), strict=True):
         try:
-            rows += _train_one_bundle(entries, datasets, dev, state_dir, bid, t0)
+            rows += _train_one_bundle(entries, datasets, dev, state_dir, bid, t0, stack_alone)
         except DivergenceError as err:
             failures.append(err)
     if len(failures) == 1:
@@ -141,7 +143,8 @@ def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "
     return rows
 
 
-def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bundle_id, t0: float) -> list[dict]:
+def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bundle_id, t0: float,
+                      stack_alone: bool = False) -> list[dict]:
     bid = bundle_id or default_bundle_id([(p, s) for p, s, *_ in entries])
     bundle, specs = [], []
     for point, seed, ckpt, _ in entries:
@@ -159,7 +162,7 @@ def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bund
              f"params={count_parameters(bundle[0].model)} each, device={dev}")
     failure = None
     try:
-        results = train_bundle(bundle, dev)
+        results = train_bundle(bundle, dev, stack_alone=stack_alone)
     except DivergenceError as err:
         if not err.results:
             raise

@@ -134,6 +134,11 @@ class Plan(PlanBase):
         seeds = self.block_seeds(wc)
         return {p.point: {s: self.model_paths(wc.study, p.point, s) for s in seeds} for p in self.group_points(wc)}
 
+    def train_stack_alone(self, wc):
+        """Whether a train job's bundle of one model trains stacked: a bundle added beside kept ones
+        (``lmcflow.plan.kept``), whose models would otherwise stack with theirs."""
+        return "s" in str(wc.block)
+
     def train_members(self, wc):
         """Every file a train job leaves in its bundle directory (its output): each model's checkpoint and run
         row."""

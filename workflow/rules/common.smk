@@ -86,6 +86,7 @@ block_models = PLAN.block_models
 train_points = PLAN.train_points
 train_stacks = PLAN.train_stacks
 train_models = PLAN.train_models
+train_stack_alone = PLAN.train_stack_alone
 merge_entries = PLAN.merge_entries
 merge_alignment_files = PLAN.merge_alignment_files
 align_point = PLAN.align_point

@@ -20,5 +20,6 @@ rule train:
         data=group_data,
         device=config["device"],
         state_dir=f"{WORK}/state",
+        stack_alone=train_stack_alone,
     script:
         "../scripts/train.py"
