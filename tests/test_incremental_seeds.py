@@ -72,13 +72,18 @@ def test_adding_a_seed_to_a_bundle_keeps_its_models(tmp_path):
     run(straight, with_seeds([0, 1, 2, 3]))
     assert sorted(after) == [0, 1, 2, 3]
     assert after == checkpoints(straight)  # byte for byte, seed 3 trained alone as in the bundle of four
-    # the runs rows differ only in which bundle trained each model
-    pd.testing.assert_frame_equal(table(incremental, "runs", ["bundle_id"]), table(straight, "runs", ["bundle_id"]))
+    # the runs rows differ only in which bundle trained each model and where its checkpoint lies
+    moved = ["bundle_id", "checkpoint"]
+    pd.testing.assert_frame_equal(table(incremental, "runs", moved), table(straight, "runs", moved))
+    assert sorted(Path(c).name for c in table(incremental, "runs")["checkpoint"]) == \
+        sorted(Path(c).name for c in table(straight, "runs")["checkpoint"])
     pd.testing.assert_frame_equal(table(incremental, "barriers"), table(straight, "barriers"))
 
 
 def test_bundles_are_kept_only_where_bits_do_not_depend_on_bundle_mates(tmp_path):
-    plan = Plan.from_files([], with_seeds([0, 1, 2]))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(with_seeds([0, 1, 2])))
+    plan = Plan.from_files([path])
     pts = list(plan.groups.values())[0]
     assert keeps_bundles(plan.config, pts)
     for key, value in (("device", "auto"), ("device", "cuda"), ("threads", {"train": 2, "merge": 1})):

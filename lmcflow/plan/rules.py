@@ -149,7 +149,7 @@ class Plan(PlanBase):
         of them (a damaged checkpoint deleted, say). Snakemake sees only the directory, so the workflow marks
         these out of date (``lmcflow.io.mark_out_of_date``) and their train jobs rerun."""
         out = {}
-        for (study, group), pts in self.groups.items():
+        for study, group in self.groups:
             for block in self.blocks[(study, group)]:
                 bundle = self.bundle_dir(study, group, block)
                 if Path(bundle).is_dir():
