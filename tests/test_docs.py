@@ -53,6 +53,7 @@ def test_claims_markdown_from_the_command_line(capsys, tmp_path):
     claim.update(statistic_name="a | b", ci_low=None, ci_high=None, reason="too few seeds",
                  paper_values=[{"quantity": "q", "value": 0.5, "scale": "MLP", "fits_our_study": False, "ours": None}])
     claim.pop("replication")  # a run without replicate seeds: no replicate column
+    claim.update(regime=None, decided_by_convention=None)  # neither a regime label nor a margin in the cell
     (tmp_path / "claims").mkdir()
     (tmp_path / "claims/lewc.json").write_text(json.dumps(claim))
     row = claims_markdown(tmp_path).splitlines()[2]

@@ -86,7 +86,7 @@ def test_identifiability_tables(run):
     assert set(coh.k) == {2} and len(coh) == 2 * 2 * 3 * 2  # 2 ν × 2 arms (masked, unmasked) × 3 pairs × 2 splits
     # foundation tables hold every study
     runs = table(run, "runs")
-    assert set(runs.study) == {"sym", "tradeoff", "coh", "kinds"} and len(runs) == 28
+    assert set(runs.study) == {"sym", "tradeoff", "coh", "kinds"} and len(runs) == 34  # coh: 2 ν × 2 arms × 3 seeds
     assert set(coh.embedding) == {"exact_copy"}
 
 
