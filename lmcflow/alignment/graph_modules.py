@@ -72,13 +72,18 @@ def _linear(r: _Rules, node, x, w_key, b_key, out_dim=-1) -> None:
     r.kinds[node.name] = "producer"
 
 
-def _conv(r: _Rules, node, x, w_key, b_key, groups: int) -> None:
-    s = _shape(node)
+def _conv_activation_axes(r: _Rules, node, x) -> None:
+    """A convolution's input and output: spatial axes fixed (it mixes positions), the batch axes joined."""
     why = f"{node.name}: a convolution mixes spatial positions"
-    for d in range(2, len(s)):
+    for d in range(2, len(_shape(node))):
         r.uf.fix(r.nax(node, d), why)
         r.uf.fix(r.nax(x, d), why)
     r.join(r.nax(x, 0), r.nax(node, 0), node)
+
+
+def _conv(r: _Rules, node, x, w_key, b_key, groups: int) -> None:
+    s = _shape(node)
+    _conv_activation_axes(r, node, x)
     c_in, c_out = _shape(x)[1], s[1]
     for d in range(2, r.sd[w_key].dim()):
         r.uf.fix(r.pax(w_key, d), f"{node.name}: kernel positions")

@@ -22,6 +22,7 @@ from lmcflow.alignment.graph_axes import (
 )
 from lmcflow.alignment.graph_modules import (
     _conv,
+    _conv_activation_axes,
     _fix_tuple,
     _is_multi,
     _linear,
@@ -260,12 +261,7 @@ def _conv_nodes(r: _Rules, node, w_key, b_key, groups) -> None:
     if w_key is not None:
         _conv(r, node, x, w_key, b_key, groups)
         return
-    s = _shape(node)
-    why = f"{node.name}: a convolution mixes spatial positions"
-    for d in range(2, len(s)):
-        r.uf.fix(r.nax(node, d), why)
-        r.uf.fix(r.nax(x, d), why)
-    r.join(r.nax(x, 0), r.nax(node, 0), node)
+    _conv_activation_axes(r, node, x)
     for d in range(2, len(_shape(w))):
         r.uf.fix(r.nax(w, d), f"{node.name}: kernel positions")
     r.join(r.nax(node, 1), r.nax(w, 0), node)
