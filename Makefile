@@ -28,7 +28,7 @@ reproduce: $(STAMP) data
 	$(VENV)/bin/snakemake --cores 1 --report results/report.html
 
 # The run behind the README's verdict table (evidence/cpu-default/): the default config with every library held
-# to its AVX2 kernels, so any x86-64 machine with AVX2 gives its bits, and every claim decided again on seeds 5-9.
+# to its AVX2 kernels, so any Intel x86-64 machine with AVX2 gives its bits (AMD: other bits), and every claim decided again on seeds 5-9.
 # Compare: .venv/bin/lmcflow verify results --against evidence/cpu-default/results
 EVIDENCE_CONFIG := cpu_kernels=portable 'replicate_seeds=[5,6,7,8,9]'
 reproduce-evidence: $(STAMP) data

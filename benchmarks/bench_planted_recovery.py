@@ -2,12 +2,16 @@
 
 For each architecture, model A (random init, seed 0) is copied, every group of its derived spec is permuted by a
 random permutation, and every floating tensor is perturbed by Gaussian noise of ``--noise`` × its own standard
-deviation. Weight matching (``lmcflow.alignment.weight_matching``, 100 sweeps at most) aligns the copy back to A;
-a unit is recovered when the matched unit is the one the plant moved there. Writes
-``benchmarks/results/cpu/planted_recovery.json`` and the table between the ``planted-recovery`` markers of
-docs/usage.md; the last line printed is the summary (the smallest recovered fraction over all architectures).
+deviation. Weight matching (``lmcflow.alignment.weight_matching``, 100 sweeps at most), from the identity (Git
+Re-Basin's start) and from the forward start (``init="forward"``), aligns the copy back to A; a unit is recovered
+when the matched unit is the one the plant moved there. Writes ``benchmarks/results/cpu/planted_recovery.json``
+(``--only`` / ``--inits``: replaces the rows it measures, keeps the others) and, from all its rows, the table
+between the ``planted-recovery`` markers of docs/usage.md; the last line printed is the summary (the smallest recovered
+fraction over all architectures, per start).
 
-Usage: PYTHONPATH=. .venv/bin/python benchmarks/bench_planted_recovery.py [--noise 0.01 0.1] [--only resnet18 …]
+Usage:
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_planted_recovery.py [--noise 0.01 0.1] [--only resnet18 …] \
+        [--inits forward]
 """
 from __future__ import annotations
 
@@ -58,7 +62,10 @@ def plant(model, spec, noise: float, seed: int):
     return b, perms
 
 
-def recovery(name: str, noises) -> list[dict]:
+INITS = ("identity", "forward")
+
+
+def recovery(name: str, noises, inits=INITS) -> list[dict]:
     model, shape = _model(name)
     t0 = time.perf_counter()
     spec = derived_spec(model, example_batch(shape, 2), arch=name) if name in ("mlp", "vgg11", "resnet20") \
@@ -67,27 +74,29 @@ def recovery(name: str, noises) -> list[dict]:
     rows = []
     for noise in noises:
         b, planted = plant(model, spec, noise, seed=1)
-        t0 = time.perf_counter()
-        found, info = weight_matching(spec, model.state_dict(), b.state_dict(), max_iter=100)
-        seconds = time.perf_counter() - t0
-        hits = sum(int((found[g] == torch.argsort(p)).sum()) for g, p in planted.items())
-        units = sum(len(p) for p in planted.values())
-        rows.append({"model": name, "noise": noise, "groups": len(spec.groups), "units": units,
-                     "recovered": hits / units, "sweeps": info["iterations"], "match_seconds": seconds,
-                     "derive_and_prove_seconds": derive_s, "fixed_parameter_axes": len(spec.fixed)})
-        print(f"{name:40s} noise {noise:<5g} {len(spec.groups):3d} groups {units:6d} units: "
-              f"{hits / units:.4f} recovered ({info['iterations']} sweeps, {seconds:.1f}s)", flush=True)
+        for init in inits:
+            t0 = time.perf_counter()
+            found, info = weight_matching(spec, model.state_dict(), b.state_dict(), max_iter=100, init=init)
+            seconds = time.perf_counter() - t0
+            hits = sum(int((found[g] == torch.argsort(p)).sum()) for g, p in planted.items())
+            units = sum(len(p) for p in planted.values())
+            rows.append({"model": name, "noise": noise, "init": init, "groups": len(spec.groups), "units": units,
+                         "recovered": hits / units, "sweeps": info["iterations"], "match_seconds": seconds,
+                         "derive_and_prove_seconds": derive_s, "fixed_parameter_axes": len(spec.fixed)})
+            print(f"{name:40s} noise {noise:<5g} start {init:8s} {len(spec.groups):3d} groups {units:6d} units: "
+                  f"{hits / units:.4f} recovered ({info['iterations']} sweeps, {seconds:.1f}s)", flush=True)
     return rows
 
 
 def table(rows: list[dict], noises) -> str:
-    head = "| model | groups | units | " + " | ".join(f"recovered at noise {n:g}" for n in noises) + " |"
-    lines = [head, "|" + "---|" * (3 + len(noises))]
-    for name in dict.fromkeys(r["model"] for r in rows):
-        rs = {r["noise"]: r for r in rows if r["model"] == name}
+    cols = [(n, i) for n in noises for i in INITS]
+    head = "| model | groups | units | " + " | ".join(f"noise {n:g}, {i} start" for n, i in cols) + " |"
+    lines = [head, "|" + "---|" * (3 + len(cols))]
+    for name in [n for n in MODELS if any(r["model"] == n for r in rows)]:
+        rs = {(r["noise"], r["init"]): r for r in rows if r["model"] == name}
         first = next(iter(rs.values()))
         lines.append(f"| `{name}` | {first['groups']} | {first['units']} | " +
-                     " | ".join(f"{rs[n]['recovered']:.4f}" for n in noises) + " |")
+                     " | ".join(f"{rs[c]['recovered']:.4f}" if c in rs else "—" for c in cols) + " |")
     return "\n".join(lines)
 
 
@@ -95,21 +104,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--noise", type=float, nargs="+", default=[0.01, 0.1])
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--inits", nargs="+", choices=INITS, default=list(INITS))
     args = ap.parse_args()
     torch.set_num_threads(1)
     names = [n for n in MODELS if not args.only or any(o in n for o in args.only)]
-    rows = [r for n in names for r in recovery(n, args.noise)]
+    rows = [r for n in names for r in recovery(n, args.noise, args.inits)]
     out = ROOT / "benchmarks" / "results" / "cpu" / "planted_recovery.json"
+    if out.exists():  # the rows it did not measure, as they were measured
+        key = {(r["model"], r["noise"], r["init"]) for r in rows}
+        rows = [r for r in json.loads(out.read_text())
+                if (r["model"], r["noise"], r.setdefault("init", "identity")) not in key] + rows
     out.write_text(json.dumps(rows, indent=1) + "\n")
-    if not args.only:
-        doc = ROOT / "docs" / "usage.md"
-        text = doc.read_text()
-        block = f"<!-- planted-recovery:begin -->\n{table(rows, args.noise)}\n<!-- planted-recovery:end -->"
-        doc.write_text(re.sub(r"<!-- planted-recovery:begin -->.*<!-- planted-recovery:end -->", block, text,
-                              flags=re.S))
-    worst = min(rows, key=lambda r: r["recovered"])
-    print(f"planted recovery: min {worst['recovered']:.4f} of units recovered ({worst['model']}, noise "
-          f"{worst['noise']:g}) over {len(names)} architectures")
+    doc = ROOT / "docs" / "usage.md"
+    block = f"<!-- planted-recovery:begin -->\n{table(rows, args.noise)}\n<!-- planted-recovery:end -->"
+    doc.write_text(re.sub(r"<!-- planted-recovery:begin -->.*<!-- planted-recovery:end -->", block, doc.read_text(),
+                          flags=re.S))
+    worst = {i: min((r for r in rows if r["init"] == i), key=lambda r: r["recovered"]) for i in INITS
+             if any(r["init"] == i for r in rows)}
+    print("planted recovery: min " + "; ".join(
+        f"{i} start {w['recovered']:.4f} ({w['model']}, noise {w['noise']:g})" for i, w in worst.items())
+        + f" of units recovered over {len({r['model'] for r in rows})} architectures")
 
 
 if __name__ == "__main__":

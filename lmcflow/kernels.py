@@ -53,8 +53,10 @@ class KernelError(ConfigError):
 
 @functools.cache
 def cpu_info() -> dict:
-    """CPU model, architecture and the SIMD flags that decide the kernels (from /proc/cpuinfo)."""
-    model, flags = None, set()
+    """CPU model, vendor, architecture and the SIMD flags that decide the kernels (from /proc/cpuinfo). The vendor
+    (``GenuineIntel``, ``AuthenticAMD``) matters because MKL picks its GEMM kernels by vendor as well as by
+    instruction set, so portable bits are per vendor (docs/reproducibility.md)."""
+    model, vendor, flags = None, None, set()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         for line in cpuinfo.read_text(errors="replace").splitlines():
@@ -62,9 +64,11 @@ def cpu_info() -> dict:
             key = key.strip()
             if key in ("model name", "Model") and model is None:
                 model = value.strip()
+            elif key == "vendor_id" and vendor is None:
+                vendor = value.strip()
             elif key in ("flags", "Features") and not flags:
                 flags = set(value.split())
-    return {"model": model or None, "arch": platform.machine(),
+    return {"model": model or None, "vendor": vendor, "arch": platform.machine(),
             "simd": [f for f in SIMD_FLAGS if f in flags]}
 
 

@@ -51,9 +51,9 @@ def identity_perms(spec: PermutationSpec) -> dict:
 
 @torch.no_grad()
 def merge_many_weight_matching(spec: PermutationSpec, states: list[dict], max_rounds: int = 20, max_iter: int = 100,
-                               seed: int = 0) -> tuple[list[dict], dict]:
+                               seed: int = 0, init: str = "identity") -> tuple[list[dict], dict]:
     """MergeMany (module doc): [perms of model i] (model 0: identity) and {rounds, converged, seconds}. Every
-    ``weight_matching`` call uses ``seed`` and ``max_iter``; models are visited in order 1, …, N−1."""
+    ``weight_matching`` call uses ``seed``, ``max_iter`` and ``init``; models are visited in order 1, …, N−1."""
     if len(states) < 2:
         raise ValueError(f"MergeMany needs N >= 2 models, got {len(states)}")
     t0 = time.perf_counter()
@@ -62,7 +62,8 @@ def merge_many_weight_matching(spec: PermutationSpec, states: list[dict], max_ro
     # start: model i matched to the average of models 0..i−1 as aligned so far (averaging not-yet-aligned models
     # into the target blurs it; from there MergeMany can settle in a fixed point that is not the best one)
     for i in range(1, len(states)):
-        perms[i], _ = weight_matching(spec, average_states(aligned[:i]), states[i], max_iter=max_iter, seed=seed)
+        perms[i], _ = weight_matching(spec, average_states(aligned[:i]), states[i], max_iter=max_iter, seed=seed,
+                                      init=init)
         aligned[i] = apply_permutation(spec, states[i], perms[i])
     rounds, converged = 0, False
     for _ in range(max_rounds):
@@ -70,7 +71,7 @@ def merge_many_weight_matching(spec: PermutationSpec, states: list[dict], max_ro
         moved = False
         for i in range(1, len(states)):
             others = average_states([aligned[j] for j in range(len(states)) if j != i])
-            new, _ = weight_matching(spec, others, states[i], max_iter=max_iter, seed=seed)
+            new, _ = weight_matching(spec, others, states[i], max_iter=max_iter, seed=seed, init=init)
             # a move only where it raises <average of the others, θᵢ>: each raises Σ_{i<j} <θᵢ, θⱼ>, so the
             # rounds end (weight matching's own local optima would otherwise let them cycle)
             old_score = weight_matching_objective(spec, others, states[i], perms[i])
@@ -85,14 +86,16 @@ def merge_many_weight_matching(spec: PermutationSpec, states: list[dict], max_ro
 
 
 def align_many(method: str, spec: PermutationSpec, models: list[nn.Module], x: torch.Tensor | None = None,
-               seed: int = 0, max_iter: int = 100, batch_size: int = 500) -> tuple[list[dict], dict]:
+               seed: int = 0, max_iter: int = 100, batch_size: int = 500, init: str = "identity"
+               ) -> tuple[list[dict], dict]:
     """[perms of model i onto the common frame] with ``method`` (``MANY_METHODS``) and the method's info."""
     if method not in MANY_METHODS:
         raise ValueError(f"N-way merge method {method!r} is unknown; allowed: {', '.join(MANY_METHODS)}")
     if method == "identity":
         return [identity_perms(spec) for _ in models], {"rounds": 0, "converged": True, "seconds": 0.0}
     if method == "weight_matching":
-        return merge_many_weight_matching(spec, [m.state_dict() for m in models], max_iter=max_iter, seed=seed)
+        return merge_many_weight_matching(spec, [m.state_dict() for m in models], max_iter=max_iter, seed=seed,
+                                          init=init)
     if x is None:
         raise ValueError("N-way activation matching needs training inputs x")
     t0 = time.perf_counter()

@@ -94,9 +94,13 @@ def test_dataset_facts_from_the_config():
     ("<", 0.05, 0.01, 0.03, (0.03, math.inf, 0.03)),
     ("within", 0.01, -0.002, 0.005, (0.005, math.inf, 0.005)),
     ("within", 0.01, 0.02, 0.03, (0.0, 0.02, 0.02)),
+    ("apart", 0.005, 0.008, 0.012, (0.0, 0.008, 0.008)),      # a null control: supported for δ < 0.008
+    ("apart", 0.005, -0.012, -0.008, (0.0, 0.008, 0.008)),    # either direction
+    ("apart", 0.01, 0.008, 0.012, (0.008, math.inf, 0.008)),  # inconclusive for δ ≥ 0.008, never not_supported
+    ("apart", 0.0, -0.002, 0.004, (0.0, math.inf, math.nan)),  # an interval around 0: no δ passes it
 ])
 def test_threshold_range_that_keeps_a_verdict(side, t, low, high, want):
-    assert keeps_for(side, t, low, high) == pytest.approx(want)
+    assert keeps_for(side, t, low, high) == pytest.approx(want, nan_ok=True)
 
 
 def test_comparable_only_at_the_papers_dataset_architecture_and_scale():

@@ -161,7 +161,7 @@ def as_partner(df: pd.DataFrame, kind: str, **values) -> pd.DataFrame:
                      point=df.point + PARTNER_SEP + kind, **values)
 
 
-def synthetic(null_value=None, widths=None):
+def synthetic(null_value=None, widths=None, **params):
     from tests.claim_tables import verdict
     from tests.test_claim_power import CASES as POWER
 
@@ -169,10 +169,12 @@ def synthetic(null_value=None, widths=None):
     bars = tables["barriers"]
     if null_value is not None:
         null = as_partner(bars if widths is None else bars[bars.width.isin(widths)], "untrained")
-        if null_value != "same":
+        if isinstance(null_value, tuple):  # ("shift", x): the real pairs' barriers + x
+            null = null.assign(value=null.value + null_value[1])
+        elif null_value != "same":
             null = null.assign(value=null_value)
         tables = {"barriers": pd.concat([bars, null], ignore_index=True)}
-    return verdict("width-merge-accuracy", tables)
+    return verdict("width-merge-accuracy", tables, **params)
 
 
 def test_control_compares_the_headline_with_the_same_statistic_on_partner_pairs():
@@ -196,6 +198,43 @@ def test_a_statistic_that_a_null_partner_reproduces_leaves_the_claim_inconclusiv
     assert rec["difference"]["statistic"] == pytest.approx(0.0, abs=1e-12)
     assert rec["verdict"] == "inconclusive" and res["verdict"] == "inconclusive"
     assert failing(res) == ["real_vs_untrained"]
+    assert res["decided_by_convention"] is None  # no minimum distance would let it pass: not a convention's doing
+
+
+def test_a_null_partner_within_the_minimum_distance_leaves_the_claim_inconclusive():
+    """real − null must exceed ±δ, δ = null_min_share (0.1) × the real estimate's distance from its threshold: a
+    partner that reproduces the real statistic up to a small, even significant, offset does not let it pass."""
+    base = synthetic()
+    head = base["criteria"][0]
+    delta = 0.1 * abs(head["statistic"] - head["threshold"])
+    assert delta > 0 and base["verdict"] == SUPPORTED
+    near = synthetic(null_value=("shift", 0.5 * delta))  # real − null = −δ/2 in every seed: significant, too close
+    (rec,) = near["null_controls"]
+    assert rec["min_distance"] == pytest.approx(delta)
+    assert rec["difference"]["ci_high"] < 0 and rec["verdict"] == "inconclusive"
+    assert near["verdict"] == "inconclusive" and failing(near) == ["real_vs_untrained"]
+    control = next(c for c in near["criteria"] if c["name"] == "real_vs_untrained")
+    assert control["threshold"] == pytest.approx(delta) and control["convention"] is True
+    assert control["flips_at"] == pytest.approx(0.5 * delta)  # the δ below which it would pass
+    from lmcflow.claims import claim_row
+
+    assert near["decided_by_convention"]["criterion"] == "real_vs_untrained"
+    assert "real_vs_untrained threshold" in claim_row(near)["convention_margin"]
+    far = synthetic(null_value=("shift", 2 * delta))
+    assert far["null_controls"][0]["verdict"] == SUPPORTED and far["verdict"] == SUPPORTED
+    assert synthetic(null_value=("shift", 0.5 * delta), null_min_share=0.0)["verdict"] == SUPPORTED
+
+
+def test_null_min_share_must_be_a_share():
+    from lmcflow.claims.nulls import check_null_params
+    from lmcflow.config import ConfigError
+
+    for bad in (-0.1, 1.0, "0.1", True):
+        with pytest.raises(ConfigError, match="claims.lewc.null_min_share"):
+            check_null_params("lewc", {"null_min_share": bad}, "s", [])
+    check_null_params("lewc", {"null_min_share": 0.0}, "s", [])
+    assert check_null_params in REGISTRY["lewc"].requires and REGISTRY["lewc"].defaults["null_min_share"] == 0.1
+    assert "null_min_share" not in REGISTRY["intrinsic-dimension"].defaults  # per-model claims have no partner
 
 
 def test_without_partner_rows_the_control_is_not_run_and_says_so():

@@ -13,7 +13,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from lmcflow.cli import main
-from lmcflow.config import ConfigError, resolve_config
+from lmcflow.config import ConfigError, expand_points, resolve_config
+from lmcflow.config.partners import partner_point
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.plan import Plan, cost, needed_jobs
 from lmcflow.plan.summary import format_plan, planned_jobs, rule_rows
@@ -64,6 +65,16 @@ def test_estimates_follow_the_work():
     assert r.estimated and r.device == "cpu" and r.gpu == 0
     assert r.runtime == cost.request_minutes(r.seconds, long.config["cluster"])
     assert r.mem_mb >= cost.MIN_MEM_MB
+
+
+def test_an_untrained_null_partner_is_charged_its_lambda_paths():
+    """Its pairs (real A, untrained B) run the same λ paths as the real pairs: the same estimate, not none."""
+    cfg = resolve_config([str(REPO / "config/config.yaml")])
+    real = next(p for p in expand_points(cfg).values() if p.study == "width" and p.train["epochs"] > 0)
+    untrained = partner_point(real, "untrained")
+    assert untrained.train["epochs"] == 0
+    seconds = [cost.interpolate_seconds([p], 10, cfg["data"], cost.CPU_RATES) for p in (real, untrained)]
+    assert seconds[0] > 0 and seconds[1] == pytest.approx(seconds[0])
 
 
 def test_explicit_resources_override_the_estimate():

@@ -33,5 +33,14 @@ def test_intrinsic_dim_trains_on_the_authors_setup():
 
 def test_the_regime_config_plans_its_jobs():
     counts = job_counts(CONFIG)
-    assert counts["total"] == 163 and counts["claim"] == 14
-    assert counts["train"] == 21  # 5 bundled width groups, 15 single ×2 … ×8 models, 1 intrinsic_dim group
+    assert counts["total"] == 179 and counts["claim"] == 14
+    # 5 bundled width groups, 15 single ×2 … ×8 models, 1 intrinsic_dim group, and the null partners' 4 bundles
+    # (untrained and shuffled-label partners at ×1/16 and ×1)
+    assert counts["train"] == 25
+
+
+def test_the_regime_config_trains_null_partners_beside_the_narrowest_and_default_width():
+    cfg = resolve_config([str(CONFIG)])
+    partners = [p for p in expand_points(cfg).values() if p.study == "width" and p.partner != "real"]
+    assert {(float(p.model["width"]), p.partner) for p in partners} == {
+        (w, k) for w in (0.0625, 1.0) for k in ("untrained", "shuffled_labels")}

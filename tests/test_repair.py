@@ -102,6 +102,50 @@ def test_folded_model_equals_the_model_with_correction_layers(spec):
     assert not torch.allclose(ref, predict(copy.deepcopy(a).eval().requires_grad_(False), x_test))
 
 
+class _ResetAfter(torch.nn.Module):
+    """The REPAIR paper's formulation: a conv followed by a BatchNorm whose affine is the goal (γ = goal σ,
+    β = goal μ), run in train mode so that it normalises with the statistics of what reaches it."""
+
+    def __init__(self, conv, goal_mean, goal_std):
+        super().__init__()
+        self.conv, self.bn = conv, torch.nn.BatchNorm2d(conv.out_channels, eps=1e-10)
+        with torch.no_grad():
+            self.bn.weight.copy_(goal_std)
+            self.bn.bias.copy_(goal_mean)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+def test_vgg_repair_equals_batchnorm_reset_layers_after_every_conv():
+    """The folded correction is the paper's: every conv of the merged VGG followed by a BatchNorm reset to the
+    interpolated endpoint statistics (of B as aligned onto A), all resets in one train-mode pass over the
+    calibration inputs, so each layer is reset after the layers before it. Endpoint statistics here come from
+    the pre-activations directly, not from ``channel_stats``."""
+    a, b = _pair(VGG)
+    sd_a, sd_b = a.state_dict(), _aligned(a, b)
+    b.load_state_dict(sd_b)
+    x = _x(VGG)
+    with torch.no_grad():
+        za, zb = a.hidden_features(x, pre=True), b.hidden_features(x, pre=True)
+    goal = [(0.5 * (p.mean((0, 2, 3)) + q.mean((0, 2, 3))),
+             0.5 * (p.var((0, 2, 3), unbiased=False).sqrt() + q.var((0, 2, 3), unbiased=False).sqrt()))
+            for p, q in zip(za, zb, strict=True)]
+    state = interpolate_state(sd_a, sd_b, 0.5)
+    paper = copy.deepcopy(a)
+    paper.load_state_dict(state)
+    for i, (mean, std) in enumerate(goal):
+        paper.convs[i] = _ResetAfter(paper.convs[i], mean, std)
+    with torch.no_grad():
+        ref = paper.train()(x)  # one batch: each BatchNorm normalises with its input's exact statistics
+    plan = repair_plan(a, x_example=x)
+    assert [name for _, _, name in plan] == [f"convs.{i}" for i in range(len(goal))]
+    net = copy.deepcopy(a)
+    net.load_state_dict(repair_state(copy.deepcopy(a), state, interpolated_goal(
+        endpoint_stats(a, x, plan), endpoint_stats(b, x, plan), 0.5), x, plan))
+    assert (predict(net, x) - ref).abs().max() <= 1e-4 * max(1.0, float(ref.abs().max()))
+
+
 @pytest.mark.parametrize("spec", [MLP, VGG], ids=["mlp", "vgg11"])
 def test_repair_changes_nothing_at_the_endpoints(spec):
     a, b = _pair(spec)

@@ -17,6 +17,7 @@ from lmcflow.correlation import feature_correlations
 from lmcflow.seeding import generator
 
 METHODS = ("identity", "weight_matching", "activation_matching", "random_permutation")
+WM_INITS = ("identity", "forward")  # weight matching's start (merge.alignment.init; docs/internals.md)
 
 
 def weight_matching_objective(spec: PermutationSpec, sd_a: dict, sd_b: dict, perms: dict,
@@ -85,11 +86,35 @@ class _CostTerm:
 
 
 @torch.no_grad()
+def _forward_start(groups: list, terms: dict, perms: dict, device) -> None:
+    """``perms`` set in place, group by group, from only the cost terms whose other permuted axes are already
+    set: first the groups with a term that no other group touches (a first layer's weight, whose other axis is
+    the input's), then each group such a set group makes exact, until no group has one (those keep the
+    identity). Where B is a permuted copy of A, every term used is exact and this recovers the permutation;
+    the sweeps then start from it."""
+    done, pending = set(), list(groups)
+    while pending:
+        ready = next((g for g in pending if any(all(o in done for _, o in t.others) for t in terms[g])), None)
+        if ready is None:
+            return
+        use = [t for t in terms[ready] if all(o in done for _, o in t.others)]
+        cost = use[0].current(perms)[0].clone()
+        for t in use[1:]:
+            cost += t.current(perms)[0]
+        _, col = linear_sum_assignment(cost.cpu().numpy(), maximize=True)
+        perms[ready] = torch.as_tensor(col, dtype=torch.long, device=device)
+        done.add(ready)
+        pending.remove(ready)
+
+
 def weight_matching(spec: PermutationSpec, sd_a: dict, sd_b: dict, max_iter: int = 100, seed: int = 0,
-                    dtype: torch.dtype = torch.float64) -> tuple[dict, dict]:
+                    dtype: torch.dtype = torch.float64, init: str = "identity") -> tuple[dict, dict]:
     """Git Re-Basin weight matching (coordinate descent over groups; see module doc). Each group's cost is the
     sum of cached ``_CostTerm``s; a group none of whose terms changed since its last assignment is skipped (the
-    same cost gives the same assignment, so the step would be a no-op)."""
+    same cost gives the same assignment, so the step would be a no-op). ``init``: the sweeps start from the
+    identity (Git Re-Basin's) or from ``_forward_start``."""
+    if init not in WM_INITS:
+        raise ValueError(f"weight matching init {init!r} is unknown; allowed: {', '.join(WM_INITS)}")
     t0 = time.perf_counter()
     keys = spec.parameters
     device = sd_a[keys[0]].device
@@ -114,6 +139,8 @@ def weight_matching(spec: PermutationSpec, sd_a: dict, sd_b: dict, max_iter: int
         return float(sum(float(v[rows, perms[grp]].sum()) for v, _ in parts)) + direct([k for k in keys
                                                                                           if k not in own])
 
+    if init == "forward":
+        _forward_start(groups, terms, perms, device)
     gen = generator("weight_matching", seed)
     history = [direct(keys)]
     sweeps, solved, skipped = 0, set(), 0
@@ -181,7 +208,7 @@ def align(method: str, model_a: nn.Module, model_b: nn.Module, x_train: torch.Te
           seed: int = 0, **kw) -> tuple[dict, dict]:
     """Permutations of model B that align it to model A with ``method`` (one of ``METHODS``).
 
-    ``kw``: weight_matching takes ``max_iter``; activation_matching takes ``batch_size``.
+    ``kw``: weight_matching takes ``max_iter`` and ``init``; activation_matching takes ``batch_size``.
     Apply the result with ``apply_permutation(permutation_spec(model_b), model_b.state_dict(), perms)``.
     """
     if method not in METHODS:

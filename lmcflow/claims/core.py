@@ -138,6 +138,9 @@ def claim(**entry) -> Callable:
         if entry.get("gate_endpoints"):  # the gate's parameters and its table (one row per model)
             entry["defaults"] = {**entry.get("defaults", {}), **gates.GATE_DEFAULTS}
             entry["tables"] = tuple(entry["tables"]) + (() if "runs" in entry["tables"] else ("runs",))
+        if entry.get("unit", "pair") == "pair":  # the null-partner control's minimum distance
+            entry["defaults"] = {**entry.get("defaults", {}), **nulls.NULL_DEFAULTS}
+            entry["requires"] = tuple(entry.get("requires", ())) + (nulls.check_null_params,)
         REGISTRY[entry["id"]] = Claim(evaluate=fn, **entry)
         return fn
     return register

@@ -15,7 +15,7 @@ class Criterion:
     name: str
     description: str
     estimate: stats.Estimate
-    side: str  # ">", "<", "within" (|estimate| < threshold) or "apart" (|estimate| > threshold: a control)
+    side: str  # ">", "<", "within" (|estimate| < threshold) or "apart" (|estimate| > threshold: a null control)
     threshold: float
     source: str  # where the threshold comes from: the paper, a null, or a stated convention
     kind: str = "part"  # "part", "trend" (over the whole grid) or "control" (against a same-run null)
@@ -24,16 +24,16 @@ class Criterion:
     @property
     def verdict(self) -> str:
         """supported: the whole CI on the claim's side of the threshold; not_supported: wholly on the other
-        side (or touching it from there); else, and without a CI, inconclusive."""
+        side (or touching it from there); else, and without a CI, inconclusive. "apart" (a null-partner control)
+        is supported or inconclusive, never not_supported: a statistic that cannot tell a real partner from a
+        useless one says that the data cannot decide, not that the claim is false."""
         e = self.estimate
         if not e.has_ci():
             return INCONCLUSIVE
         above = e.ci_low > self.threshold
         below = e.ci_high < self.threshold
         if self.side == "apart":
-            apart = e.ci_low > self.threshold or e.ci_high < -self.threshold
-            close = -self.threshold < e.ci_low and e.ci_high < self.threshold
-            return SUPPORTED if apart else NOT_SUPPORTED if close else INCONCLUSIVE
+            return SUPPORTED if e.ci_low > self.threshold or e.ci_high < -self.threshold else INCONCLUSIVE
         if self.side == "within":
             inside = -self.threshold < e.ci_low and e.ci_high < self.threshold
             outside = e.ci_low >= self.threshold or e.ci_high <= -self.threshold

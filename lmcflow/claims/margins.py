@@ -23,12 +23,15 @@ def keeps_for(side: str, threshold: float, low: float, high: float) -> tuple[flo
         lo, hi = (-INF, low) if threshold < low else (high, INF) if threshold >= high else (low, high)
     elif side == "<":  # supported: t > high; not_supported: t <= low
         lo, hi = (high, INF) if threshold > high else (-INF, low) if threshold <= low else (low, high)
+    elif side == "apart":  # supported: t < max(low, −high), the interval's distance from 0; else inconclusive
+        far = max(low, -high, 0.0)
+        lo, hi = (0.0, far) if threshold < far else (far, INF)
     else:  # within ±t: supported t > max(−low, high); not_supported t <= max(low, −high)
         inside, outside = max(-low, high), max(low, -high)
         lo, hi = (inside, INF) if threshold > inside else (0.0, outside) if threshold <= outside else \
             (max(outside, 0.0), inside)
-    # a tolerance (within) is positive: 0 bounds its range without flipping anything
-    ends = [e for e in (lo, hi) if math.isfinite(e) and not (side == "within" and e <= 0)]
+    # a tolerance (within) or a minimum distance (apart) is positive: 0 bounds its range without flipping anything
+    ends = [e for e in (lo, hi) if math.isfinite(e) and not (side in ("within", "apart") and e <= 0)]
     flips = min(ends, key=lambda e: abs(e - threshold)) if ends else math.nan
     return lo, hi, flips
 
@@ -49,7 +52,8 @@ def decided_by_convention(criteria: list, verdict: str) -> dict | None:
     the criteria with that verdict decide, and it rests on a convention only if all of them are conventions
     (the largest margin: all must flip)."""
     deciding = criteria if verdict == "supported" else [c for c in criteria if c.verdict == verdict]
-    marked = [(c, convention_margin(c)) for c in deciding]
+    # a convention whose verdict no threshold flips (a null control whose interval reaches 0) decides nothing
+    marked = [(c, m if m and math.isfinite(m["flips_at"]) else None) for c in deciding for m in [convention_margin(c)]]
     if verdict != "supported" and (not marked or any(m is None for _, m in marked)):
         return None
     marked = [(c, m) for c, m in marked if m is not None]
@@ -65,7 +69,7 @@ def margin_text(d: dict | None) -> str:
     if not d:
         return ""
     lo, hi = ((end if v is None or math.isinf(v) else f"{v:.3g}") for v, end in zip(d["keeps_for"], ("−∞", "∞")))
-    return (f"by convention, margin {d['margin']:.3g}: {d['criterion']} threshold {d['threshold']:g} keeps the "
+    return (f"by convention, margin {d['margin']:.3g}: {d['criterion']} threshold {d['threshold']:.3g} keeps the "
             f"verdict for thresholds in [{lo}, {hi}], flips at {d['flips_at']:.3g}")
 
 

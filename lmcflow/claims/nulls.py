@@ -1,26 +1,50 @@
 """Same-run null-partner controls: a pair claim's statistic must tell real partners from useless ones.
 
-A study with ``analysis.null_partners`` (``lmcflow.config.partners``) holds, beside every real pair (a, b), the
-pair (a, partner of b) for each partner kind, through the same jobs; its tables mark them in column ``partner``.
-``split_partners`` gives the claim its real rows and, per kind, the partner rows indexed by the real seeds (seed_b
-= b). ``null_controls`` evaluates the claim's own statistic on each kind's rows and compares its headline
-estimate with the real one: the delete-one-seed jackknife of real − null (seed s dropped from both) must exclude
-0. A useless partner moves each statistic its own way (a barrier becomes strongly negative, a cosine tends to 1,
-a ratio becomes heavy-tailed), sometimes onto the claim's side; a statistic that a useless partner reproduces
-cannot be evidence about the pair, whichever way it points. Why and how it enters the verdict: docs/claims.md
-("Null partners").
+A study with ``analysis.null_partners`` (``lmcflow.config.partners``) holds, beside every real pair (a, b), the pair
+(a, partner of b) for each partner kind, through the same jobs; its tables mark them in column ``partner``.
+``split_partners`` gives the claim its real rows and, per kind, the partner rows indexed by the real seeds (seed_b =
+b). ``null_controls`` evaluates the claim's own statistic on each kind's rows and compares its headline estimate
+with the real one: the delete-one-seed jackknife interval of real − null (seed s dropped from both) must lie beyond
+±δ, where δ = ``null_min_share`` × the real estimate's distance from the headline criterion's threshold: at least
+that share of the real pairs' margin is something a useless partner does not reproduce. A useless partner moves each
+statistic its own way (a barrier becomes strongly negative, a cosine tends to 1, a ratio becomes heavy-tailed),
+sometimes onto the claim's side; a statistic that a useless partner reproduces cannot be evidence about the pair,
+whichever way it points. Why and how it enters the verdict: docs/claims.md ("Null partners").
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from lmcflow.claims.criterion import Criterion
 from lmcflow.claims.stats import Estimate, difference
+from lmcflow.config import ConfigError
 from lmcflow.config.partners import PARTNER_KINDS, PARTNER_SEED_OFFSET, PARTNER_SEP, REAL
 
 PARTNER = "partner"
-CONTROL_SOURCE = ("control: the same statistic on pairs (real A, null partner B) of the same run; real − null, "
-                  "its seed-level interval must exclude 0")
+NULL_DEFAULTS = {"null_min_share": 0.1}  # every pair claim's parameter (docs/claims.md, "Null partners")
+CONTROL_SOURCE = ("control, minimum distance by convention: the same statistic on pairs (real A, null partner B) "
+                  "of the same run; real − null, its seed-level interval must lie beyond ±null_min_share × the "
+                  "real estimate's distance from the headline threshold")
+
+
+def check_null_params(cid, p, study, points) -> None:
+    """``null_min_share`` is a number in [0, 1)."""
+    v = p.get("null_min_share")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+        raise ConfigError(f"claims.{cid}.null_min_share: {v!r} must be a number ≥ 0 and < 1 "
+                          f"(docs/claims.md, 'Null partners')")
+
+
+def min_distance(head: Criterion, real: Estimate, share: float) -> float:
+    """δ: ``share`` of the real estimate's distance from the headline threshold (for a tolerance ``within ±t``,
+    from the nearer of ±t); 0 where the real estimate is not finite."""
+    x = real.value
+    if x is None or not math.isfinite(x):
+        return 0.0
+    gap = head.threshold - abs(x) if head.side == "within" else x - head.threshold
+    return share * abs(gap)
 
 
 def split_partners(tables: dict) -> tuple[dict, dict]:
@@ -80,13 +104,14 @@ def null_controls(claim_, real_outcome, real: dict, nulls: dict, params: dict, n
         rec["real"] = real_est.as_dict()
         rec["points"] = sorted(covered)
         diff = difference(real_est, null_est)
+        delta = min_distance(head, real_est, params.get("null_min_share", NULL_DEFAULTS["null_min_share"]))
         c = Criterion(f"real_vs_{kind}", f"{head.name}: real pairs − pairs with a {kind.replace('_', '-')} partner B "
-                                         f"(same run, same seeds)", diff, "apart", 0.0, CONTROL_SOURCE,
-                      kind="control", control=f"{kind} partners")
+                                         f"(same run, same seeds), at least ±{delta:.3g} apart", diff, "apart",
+                      delta, CONTROL_SOURCE, kind="control", control=f"{kind} partners")
         criteria.append(c)
         null_head = next((t for t in null_out.criteria if t.name == head.name), None)
         records.append({**rec, "status": "run", "null": null_est.as_dict(), "difference": diff.as_dict(),
-                        "verdict": c.verdict, "n_pairs": null_out.n_pairs,
+                        "min_distance": delta, "verdict": c.verdict, "n_pairs": null_out.n_pairs,
                         "null_verdict_on_criterion": null_head.verdict if null_head else None})
     return criteria, records
 
@@ -120,7 +145,8 @@ def null_summary(records: list | None) -> str:
             continue
         d = r["difference"]
         parts.append(f"{r['kind']}: real {num(r['real']['statistic'])} vs null {num(r['null']['statistic'])}, "
-                     f"difference {num(d['statistic'])} [{num(d['ci_low'])}, {num(d['ci_high'])}] {r['verdict']}")
+                     f"difference {num(d['statistic'])} [{num(d['ci_low'])}, {num(d['ci_high'])}] beyond "
+                     f"±{num(r.get('min_distance', 0.0))}: {r['verdict']}")
     return "; ".join(parts)
 
 

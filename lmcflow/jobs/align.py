@@ -45,6 +45,7 @@ def run_align_block(point: Point, method: str, pairs: list, models: dict, data_p
         kw["batch_size"] = int(ap["batch_size"])
     elif method == "weight_matching":
         kw["max_iter"] = int(ap["max_iter"])
+        kw["init"] = ap["init"]
     sets, rows, dense = {}, [], False
     for seed_a, seed_b in pairs:
         t0 = time.perf_counter()

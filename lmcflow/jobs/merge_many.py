@@ -59,7 +59,7 @@ def merge_many_rows(point: Point, loaded: dict, data) -> list[dict]:
                 t0 = time.perf_counter()
                 seed = derive_seed("merge_many", point.study, point.point, method, *subset)
                 perms, info = align_many(method, spec, members, x_match, seed=seed, max_iter=int(ap["max_iter"]),
-                                         batch_size=int(ap["batch_size"]))
+                                         batch_size=int(ap["batch_size"]), init=ap["init"])
                 states = [apply_permutation(spec, m.state_dict(), p) for m, p in zip(members, perms, strict=True)]
                 merged = average_states(states)
                 variants = {False: merged}

@@ -21,6 +21,7 @@ from lmcflow.config import (
     merge_methods,
     repairs,
 )
+from lmcflow.config.partners import REAL
 
 # One CPU thread, fp32: benchmarks/bench_cost_rates.py on this project's 2-core machine
 # (benchmarks/results/cpu/cost_rates.json; tests/test_cost.py checks the two agree).
@@ -188,11 +189,12 @@ def train_seconds(stacks: list, n_models: int, data_cfg: dict, rates: dict) -> f
 
 
 def interpolate_seconds(points: list, n_pairs: int, data_cfg: dict, rates: dict) -> float:
-    """The λ path of every pair and merge method of the trained points of a group (BatchNorm: plus a statistics
-    pass per λ)."""
+    """The λ path of every pair and merge method of the trained points and null partners of a group (BatchNorm:
+    plus a statistics pass per λ)."""
     total = 0.0
     for p in points:
-        if int(p.train["epochs"]) <= 0:
+        # an untrained real point has no λ path; an untrained null partner does (real A, untrained B)
+        if int(p.train["epochs"]) <= 0 and p.partner == REAL:
             continue
         c = point_counts(p, data_cfg)
         examples = merge_eval_examples(p, c)
