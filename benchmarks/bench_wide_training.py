@@ -11,12 +11,13 @@ momentum 0.9 weight decay 3e-3, fp32):
 * ``eval``: ``lmcflow.training.predict`` of the λ = ½ model over 4,096 inputs (what a λ path does, per λ) against
   the three forward matmuls of that batch;
 * ``mechanism`` (widest width only): ``lmcflow.mechanism.layer_metrics`` of two models on 2,000 inputs at
-  λ ∈ {¼, ½, ¾}, reported as seconds and as a multiple of one forward pass of those inputs at the GEMM rate.
+  λ ∈ {¼, ½, ¾}, reported as seconds, as a multiple of one forward pass of those inputs at the GEMM rate, and
+  as its own matmuls' time at the GEMM rate ÷ its time (FLOPs counted by torch's FlopCounterMode).
 
 Ratios (GEMM time ÷ measured time, 1 = at the GEMM rate) are medians over repetitions; the process sets up its
 allocator and threads as every lmcflow job does (``lmcflow.kernels.start_job``). Load from other processes
 shifts both sides of a ratio; the load average is printed. Summary line last:
-``wide_step_vs_gemm_x8=… gflops_step_x8=… gflops_gemm_x8=…``.
+``wide_step_vs_gemm_x8=… gflops_step_x8=… gflops_gemm_x8=… eval_vs_gemm_x8=… mechanism_vs_gemm_x8=…``.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_wide_training.py [--widths 4 8] [--threads 1] [--reps 7]
 """
@@ -129,14 +130,20 @@ def bench_width(width: float, reps: int, batch: int, eval_batch: int) -> dict:
             "_gflops_forward": fwd_flops / fwd_s / 1e9}
 
 
-def bench_mechanism(width: float, n: int = 2000) -> dict:
+def bench_mechanism(width: float, n: int = 2000, batch: int = 500) -> dict:
+    """Seconds of ``layer_metrics`` on n inputs, and its matmul FLOPs: counted by torch's FlopCounterMode on one
+    batch of ``batch`` inputs (untimed) and scaled to n, since every matmul of the metrics is per batch."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     from lmcflow.mechanism import layer_metrics
 
     a, b = model(width, 1).eval(), model(width, 2).eval()
     x = torch.randn(n, 1, 28, 28, generator=torch.Generator().manual_seed(2))
+    with FlopCounterMode(display=False) as counter:
+        layer_metrics(a, b, x[:batch], [0.25, 0.5, 0.75], batch_size=batch, perturbation_seed="bench")
     t0 = time.perf_counter()
-    layer_metrics(a, b, x, [0.25, 0.5, 0.75], perturbation_seed="bench")
-    return {"mechanism_s": time.perf_counter() - t0}
+    layer_metrics(a, b, x, [0.25, 0.5, 0.75], batch_size=batch, perturbation_seed="bench")
+    return {"mechanism_s": time.perf_counter() - t0, "_mechanism_flops": counter.get_total_flops() * n / batch}
 
 
 def main(argv=None) -> None:
@@ -161,6 +168,8 @@ def main(argv=None) -> None:
             # one forward of the mechanism's 2,000 inputs through one model at the GEMM rate, for scale
             r["mechanism_vs_one_forward"] = r["mechanism_s"] / (2000 * r["_forward_flop_per_input"]
                                                                / (r["_gflops_forward"] * 1e9))
+            # its matmuls at the forward GEMM rate of this run ÷ its time (1 = at the GEMM rate)
+            r["mechanism_vs_gemm"] = r["_mechanism_flops"] / (r["_gflops_forward"] * 1e9) / r["mechanism_s"]
         rows.append(r)
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()
                           if not k.startswith("_")}), flush=True)
@@ -170,6 +179,7 @@ def main(argv=None) -> None:
     tag = f"x{last['width']:g}"
     print(f"wide_step_vs_gemm_{tag}={last['step_vs_gemm']:.2f} gflops_step_{tag}={last['gflops_step']:.1f} "
           f"gflops_gemm_{tag}={last['gflops_gemm']:.1f} eval_vs_gemm_{tag}={last['eval_vs_gemm']:.2f} "
+          + (f"mechanism_vs_gemm_{tag}={last['mechanism_vs_gemm']:.2f} " if "mechanism_vs_gemm" in last else "")
           + " ".join(f"wide_step_vs_gemm_x{r['width']:g}={r['step_vs_gemm']:.2f}" for r in rows[:-1]))
 
 

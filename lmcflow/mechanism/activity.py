@@ -8,6 +8,7 @@ from torch import nn
 from lmcflow.mechanism.common import DEFAULT_ACTIVE_THRESHOLD, batches, model_device
 
 
+@torch.no_grad()  # forward passes only: no autograd graph to build and keep
 def second_moments(model: nn.Module, x: torch.Tensor, batch_size: int = 500) -> list[torch.Tensor]:
     """Per unit m_i = mean over samples (and pixels) of f_{l,i}², one float64 CPU tensor per layer."""
     model.eval()

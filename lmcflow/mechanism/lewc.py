@@ -19,6 +19,7 @@ from lmcflow.mechanism.common import (
 )
 
 
+@torch.no_grad()  # forward passes only: no autograd graph to build and keep
 def lewc_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambdas, batch_size: int = 500,
               x_bn: torch.Tensor | None = None, shuffled: bool = True) -> list[dict]:
     """Rows {layer, lam_paper, lam_path, lewc_cos, lewc_cos_shuffled, llfc_cos} (``docs/mechanism.md`` §1);
