@@ -19,6 +19,7 @@ from torch import nn
 from lmcflow.config import EXECUTION_KEYS, learning_settings
 from lmcflow.seeding import generator
 from lmcflow.stacked_model import Stack, bundle_forward, member_losses
+from lmcflow.state import load_into
 from lmcflow.training import (
     DivergenceError,
     _optimizer_tensors,
@@ -139,7 +140,7 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None, sta
     for i, m in enumerate(members):
         if usable_state(m.state_path, m.digest):
             tensors, meta = read_state(m.state_path)
-            m.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
+            load_into(m.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
             gens[i].set_state(tensors["rng/data"])
             start[i], histories[i] = int(meta["epoch"]), list(meta["history"])
             saved[i] = ({k: v for k, v in tensors.items() if k.startswith("opt/")}, meta["optimizer"])
@@ -308,6 +309,6 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
                                 epoch + 1, histories[p], m.digest)
     seconds = time.perf_counter() - t0
     for r, p in enumerate(active):
-        members[p].model.load_state_dict(stack.member_state(r))
+        load_into(members[p].model, stack.member_state(r))
     for res in results:
         res["train_seconds"] = seconds

@@ -22,6 +22,7 @@ from torch.optim.swa_utils import update_bn
 
 from lmcflow.io import CorruptFileError, load_tensors, save_tensors
 from lmcflow.seeding import generator
+from lmcflow.state import load_into
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,7 @@ def read_state(path) -> tuple[dict, dict]:
 
 def load_state(path, model, opt, g_data: torch.Generator) -> tuple[int, list]:
     tensors, meta = read_state(path)
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
+    load_into(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
     _restore_optimizer(opt, tensors, meta["optimizer"])
     g_data.set_state(tensors["rng/data"])
     torch.set_rng_state(tensors["rng/torch"])
