@@ -251,7 +251,12 @@ def _function_rule(r: _Rules, node) -> None:
         r.join(r.nax(k, -2), r.nax(v, -2), node)
         r.join(r.nax(v, -1), r.nax(node, -1), node)
         r.join(r.nax(q, -2), r.nax(node, -2), node)
-        r.broadcast(node, [t for t in (q, k, v) if len(_shape(t)) > 2])
+        s = _shape(node)
+        for t in (q, k, v):  # leading (batch, head) axes broadcast; the last two are the ones joined above
+            st = _shape(t)
+            for i in range(3, min(len(st), len(s)) + 1):
+                if st[-i] == s[-i]:
+                    r.join(r.nax(t, -i), r.nax(node, -i), node)
         mask = _arg(node, 3, "attn_mask")
         if isinstance(mask, fx.Node):
             _attention_mask(r, node, mask, q, k, _shape(node)[:-2])
