@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from safetensors import SafetensorError, safe_open
 from torch import nn
-from torch.optim.swa_utils import update_bn
 
 from lmcflow.io import CorruptFileError, load_tensors, save_tensors
+from lmcflow.random_ops import SeededRandomness, check_random_ops, step_key
 from lmcflow.seeding import generator
 
 log = logging.getLogger(__name__)
@@ -177,12 +177,27 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str = "cl
 
 
 def reset_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> None:
-    """Re-estimate BatchNorm running statistics with one pass over ``x`` in train mode; leaves ``model`` in eval.
+    """Re-estimate BatchNorm running statistics with one pass over ``x``; leaves ``model`` in eval.
 
-    ``torch.optim.swa_utils.update_bn`` zeroes the statistics and sets momentum=None for the pass, so they are
-    an exact cumulative average over the batches and do not depend on the batch order's recency.
+    As ``torch.optim.swa_utils.update_bn``: the statistics are zeroed and momentum is None for the pass, so they
+    are an exact cumulative average over the batches and do not depend on the batch order's recency. Unlike it,
+    only the BatchNorm layers are in train mode: dropout and other train-mode randomness stay off, so the
+    statistics are those of the network that is evaluated, and the same on every run.
     """
-    update_bn(x.split(batch_size), model)
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    model.eval()
+    if not bns:
+        return
+    momenta = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+        m.train()
+    with torch.no_grad():
+        for xb in x.split(batch_size):
+            model(xb)
+    for m, momentum in zip(bns, momenta, strict=True):
+        m.momentum = momentum
     model.eval()
 
 
@@ -313,6 +328,8 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
         start_epoch, history = load_state(state_path, model, opt, g_data)
         log.info(f"[train] resumed from {state_path} after epoch {start_epoch}")
     every = int(cfg.get("checkpoint_every", 0) or 0)
+    # dropout and other random ops draw from the model's own stream (lmcflow.random_ops), as in a bundle
+    randomness = SeededRandomness() if check_random_ops(model, tuple(x.shape[1:]), name or "the model") else None
     t0 = time.perf_counter()
     for epoch in range(start_epoch, epochs):
         model.train()
@@ -329,7 +346,11 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
             if augment == "crop_flip":
                 xb = augment_crop_flip(xb, g_data)
             with autocast(device, precision):
-                out = model(xb)
+                if randomness is None:
+                    out = model(xb)
+                else:
+                    with randomness.at(torch.tensor(step_key(seed, step), device=device)):
+                        out = model(xb)
             out = out.float()
             loss = lossf(out.squeeze(-1), yb.float()) if task == "regression" else lossf(out, yb)
             if not torch.isfinite(loss):
