@@ -18,6 +18,7 @@ from torch import nn
 
 from lmcflow.config import EXECUTION_KEYS, learning_settings
 from lmcflow.evaluation import resolve_precision
+from lmcflow.random_ops import check_random_ops, step_keys
 from lmcflow.seeding import generator
 from lmcflow.stacked_model import Stack, bundle_forward, member_losses
 from lmcflow.train_state import optimizer_tensors, read_state, usable_state, write_state
@@ -215,7 +216,8 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
     y_all = distinct[0].y["train"] if len(xs) == 1 else torch.stack([d.y["train"] for d in distinct])
     sample_shape = tuple(xs[0].shape[1:])
     names = [m.name for m in members]
-    step_losses = bundle_forward(stack, task, device, precision, cfg.get("compile", False))
+    random_ops = check_random_ops(members[0].model, sample_shape, members[0].name)
+    step_losses = bundle_forward(stack, task, device, precision, cfg.get("compile", False), random_ops)
     log.info(f"[bundle] training {len(members)} members from epoch {start_epoch}: {', '.join(names)} "
              f"({len(xs)} distinct training set{'s' if len(xs) > 1 else ''}, precision {precision})")
     t0 = time.perf_counter()
@@ -250,7 +252,8 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
                 xb = apply_crop_flip(xb.view(k * b, *sample_shape), flip, dx, dy).view(k, b, *sample_shape)
             if on_batch is not None:
                 on_batch(epoch, i, [names[p] for p in active], xb, yb)
-            losses, out = step_losses(stack.params, stack.buffers, xb, yb)
+            keys = step_keys([members[p].seed for p in active], step, device) if random_ops else None
+            losses, out = step_losses(stack.params, stack.buffers, xb, yb, keys)
             finite = torch.isfinite(losses)
             if not bool(finite.all()):
                 bad = [r for r in range(len(active)) if not finite[r]]
@@ -274,7 +277,8 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
                     group["lr"] = lr
                 perms, loss_sum, correct = perms[rows], loss_sum[rows], correct[rows]
                 xb, yb = xb[rows], yb[rows]
-                losses, out = step_losses(stack.params, stack.buffers, xb, yb)
+                keys = keys[rows] if keys is not None else None
+                losses, out = step_losses(stack.params, stack.buffers, xb, yb, keys)
             opt.zero_grad(set_to_none=True)
             losses.sum().backward()
             opt.step()

@@ -13,7 +13,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.optim.swa_utils import update_bn
 
 
 def resolve_device(choice: str = "auto") -> torch.device:
@@ -83,10 +82,25 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str = "cl
 
 
 def reset_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> None:
-    """Re-estimate BatchNorm running statistics with one pass over ``x`` in train mode; leaves ``model`` in eval.
+    """Re-estimate BatchNorm running statistics with one pass over ``x``; leaves ``model`` in eval.
 
-    ``torch.optim.swa_utils.update_bn`` zeroes the statistics and sets momentum=None for the pass, so they are
-    an exact cumulative average over the batches and do not depend on the batch order's recency.
+    As ``torch.optim.swa_utils.update_bn``: the statistics are zeroed and momentum is None for the pass, so they
+    are an exact cumulative average over the batches and do not depend on the batch order's recency. Unlike it,
+    only the BatchNorm layers are in train mode: dropout and other train-mode randomness stay off, so the
+    statistics are those of the network that is evaluated, and the same on every run.
     """
-    update_bn(x.split(batch_size), model)
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    model.eval()
+    if not bns:
+        return
+    momenta = [m.momentum for m in bns]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+        m.train()
+    with torch.no_grad():
+        for xb in x.split(batch_size):
+            model(xb)
+    for m, momentum in zip(bns, momenta, strict=True):
+        m.momentum = momentum
     model.eval()

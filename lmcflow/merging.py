@@ -326,7 +326,9 @@ def _stacked_outputs(model: nn.Module, sd_a: dict, sd_b: dict, lams: list[float]
             stacked[p + "running_mean"].zero_()
             stacked[p + "running_var"].fill_(1)
             stacked[p + "num_batches_tracked"].zero_()
-        base.train()
+        base.eval()
+        for _, m in bns:  # only the statistics in train mode, as reset_bn_stats: dropout stays off
+            m.train()
         for b, i in enumerate(range(0, len(x_bn), bn_batch_size)):
             for _, m in bns:
                 m.momentum = 1.0 / (b + 1)

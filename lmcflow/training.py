@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lmcflow.evaluation import autocast, loss_fn, resolve_precision
+from lmcflow.random_ops import SeededRandomness, check_random_ops, step_key
 from lmcflow.seeding import generator
 from lmcflow.train_state import load_state, save_state, usable_state
 
@@ -150,6 +151,8 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
         start_epoch, history = load_state(state_path, model, opt, g_data)
         log.info(f"[train] resumed from {state_path} after epoch {start_epoch}")
     every = int(cfg.get("checkpoint_every", 0) or 0)
+    # dropout and other random ops draw from the model's own stream (lmcflow.random_ops), as in a bundle
+    randomness = SeededRandomness() if check_random_ops(model, tuple(x.shape[1:]), name or "the model") else None
     t0 = time.perf_counter()
     for epoch in range(start_epoch, epochs):
         model.train()
@@ -166,7 +169,11 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
             if augment == "crop_flip":
                 xb = augment_crop_flip(xb, g_data)
             with autocast(device, precision):
-                out = model(xb)
+                if randomness is None:
+                    out = model(xb)
+                else:
+                    with randomness.at(torch.tensor(step_key(seed, step), device=device)):
+                        out = model(xb)
             out = out.float()
             loss = lossf(out.squeeze(-1), yb.float()) if task == "regression" else lossf(out, yb)
             if not torch.isfinite(loss):
