@@ -126,13 +126,14 @@ INTERP = dict(TABLES["interpolation"])
 def studies(fmnist_path):
     """Tables of one width study (4 seeds × 2 widths, MLPs on 2,000 Fashion-MNIST images, weight decay 3e-3) and
     of the same study with seed 3 replaced by an untrained model and by one trained on shuffled labels."""
+    from lmcflow.checkpoints import init_model
     from lmcflow.config import lambda_grid
     from lmcflow.data import Dataset, load_dataset
-    from lmcflow.jobs.common import init_model
+    from lmcflow.evaluation import evaluate
     from lmcflow.merging import evaluate_path
     from lmcflow.models import ModelSpec
     from lmcflow.seeding import generator
-    from lmcflow.training import evaluate, train
+    from lmcflow.training import train
 
     full = load_dataset(fmnist_path)
     x, y = full.x["train"][:2000], full.y["train"][:2000]
