@@ -27,12 +27,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
 from lmcflow.claims.margins import margin_text
 from lmcflow.claims.regime import BELOW_REGIME, qualified_verdict
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points, parse_overrides, resolve_config
+from lmcflow.config.catalog import ARCHITECTURES, dataset_names
+from lmcflow.config.point_schema import validate_points
 from lmcflow.grouping import all_grid_groups, pair_blocks
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
@@ -40,7 +41,6 @@ from lmcflow.plan.requests import group_fits
 from lmcflow.plan.rules import Plan
 from lmcflow.plan.summary import format_plan
 from lmcflow.plan.trace import trace
-from lmcflow.point_schema import validate_points
 from lmcflow.provenance import CHECKOUT
 from lmcflow.verify import verify
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY as CLAIMS
 from lmcflow.claims import claim_studies
 from lmcflow.config import (
@@ -28,7 +27,9 @@ from lmcflow.config import (
     study_points,
     swept_values,
 )
+from lmcflow.config.catalog import ARCHITECTURES, dataset_names
 from lmcflow.config.partners import REAL, real_point_id
+from lmcflow.config.point_schema import validate_points
 from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks
 from lmcflow.plan.kept import group_blocks
 from lmcflow.plan.paths import (
@@ -41,7 +42,6 @@ from lmcflow.plan.paths import (
     Paths,
 )
 from lmcflow.plan.requests import check_limits, group_fits
-from lmcflow.point_schema import validate_points
 from lmcflow.tables import IDENT_TABLE_KINDS
 
 # identifiability table kind -> the analysis flag (studies.<s>.analysis.<flag>) of the points that produce it

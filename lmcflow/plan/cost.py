@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-from lmcflow.catalog import COHERENCE_DEFAULTS, GAUSSIAN_SUBSPACE_DEFAULTS, TORCHVISION_DATASETS
 from lmcflow.config import (
     alignment_params,
     analysis_params,
@@ -21,6 +20,7 @@ from lmcflow.config import (
     merge_methods,
     repairs,
 )
+from lmcflow.config.catalog import COHERENCE_DEFAULTS, GAUSSIAN_SUBSPACE_DEFAULTS, TORCHVISION_DATASETS
 from lmcflow.config.partners import REAL
 
 # One CPU thread, fp32: benchmarks/bench_cost_rates.py on this project's 2-core machine

@@ -11,7 +11,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from lmcflow.schema import block_defaults  # the schema holds every default
+from lmcflow.config.schema import block_defaults  # the schema holds every default
 
 
 @dataclass(frozen=True)
