@@ -12,6 +12,7 @@ from lmcflow.data import load_dataset
 from lmcflow.io import load_tensors
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.seeding import derive_seed
+from lmcflow.state import load_into
 from lmcflow.tables import read_table
 
 
@@ -34,7 +35,7 @@ def load_checkpoint(ckpt_path: str, run_row_path: str, device) -> tuple[torch.nn
                             rebuild_hint=f"rule train (delete it, then rerun snakemake; it retrains "
                                          f"{meta_hint(ckpt_path)})")
     model = build_model(ModelSpec.from_dict(meta["model_spec"]))
-    model.load_state_dict(sd)
+    load_into(model, sd)
     return model.to(device), {k: v.to(device) for k, v in sd.items()}
 
 
