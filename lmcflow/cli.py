@@ -15,6 +15,9 @@
     lmcflow trace CLAIM [--config my.yaml] # verdict -> statistic -> tables -> rules and job functions -> config keys
     lmcflow plan --configfile my.yaml [--max-runtime MIN]  # per rule: jobs, longest request, hours requested and
                                           # estimated, jobs above the cluster limit (no data needed)
+    lmcflow spec MODULE:FACTORY --in-shape 3,32,32 [--num-classes 10] [--kwargs JSON] [--override PATH=fixed]
+                                          # a model's derived permutation groups, coverage by layer, the proof's
+                                          # residual and what was refused (lmcflow/spec_report.py)
 """
 from __future__ import annotations
 
@@ -209,9 +212,13 @@ def main(argv=None) -> int:
     pl.add_argument("--configfile", action="append", default=[], help="as snakemake's (repeatable)")
     pl.add_argument("--max-runtime", type=int, metavar="MIN", help="cluster.max_runtime for this plan (minutes)")
     pl.add_argument("--no-limit", action="store_true", help="cluster.max_runtime and max_mem_mb unset")
+    sub.add_parser("spec", help="the permutation spec lmcflow derives for MODULE:FACTORY (lmcflow spec --help)",
+                   add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["run"]:  # everything after it is snakemake's
         return run_workflow(argv[1:])
+    if argv[:1] == ["spec"]:  # torch's own process: this command line stays torch-free
+        os.execv(sys.executable, [sys.executable, "-m", "lmcflow.spec_report", *argv[1:]])
     args = ap.parse_args(argv)
     try:
         if args.cmd == "plan":

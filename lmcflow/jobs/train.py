@@ -75,12 +75,13 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
 
 
 def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: dict, out_ckpt: str, out_row: str,
-                   dev, bundle_id: str, t0: float) -> dict:
-    """Checkpoint (safetensors: weights + spec, point, seed, history; nothing host- or time-dependent),
-    its SHA-256, and the model's one-row ``runs`` table (timings and host live only there)."""
+                   dev, bundle_id: str, t0: float, source: dict | None = None) -> dict:
+    """Checkpoint (safetensors: weights + spec, point, seed, history, and for an imported model its ``source``
+    file and SHA-256; nothing host- or time-dependent), its SHA-256, and the model's one-row ``runs`` table
+    (timings and host live only there)."""
     metrics = {s: evaluate(model, data.x[s], data.y[s], data.task) for s in ("train", "val", "test")}
     meta = {"model_spec": spec.to_dict(), "study": point.study, "point": point.point, "seed": seed,
-            "history": info["history"]}
+            "history": info["history"], **({"source": source} if source else {})}
     digest = save_tensors(out_ckpt, model.state_dict(), meta)
     row = {**point_columns(point), "seed": seed, "n_params": count_parameters(model),
            **{f"{s}_{k}": v for s, m in metrics.items() for k, v in m.items()},
