@@ -17,22 +17,12 @@ from safetensors import safe_open
 from torch import nn
 
 from lmcflow.config import EXECUTION_KEYS, learning_settings
+from lmcflow.evaluation import resolve_precision
 from lmcflow.random_ops import check_random_ops, step_keys
 from lmcflow.seeding import generator
 from lmcflow.stacked_model import Stack, bundle_forward, member_losses
-from lmcflow.training import (
-    DivergenceError,
-    _optimizer_tensors,
-    apply_crop_flip,
-    crop_flip_draws,
-    lr_at,
-    optimizer_for,
-    read_state,
-    resolve_precision,
-    train,
-    usable_state,
-    write_state,
-)
+from lmcflow.train_state import optimizer_tensors, read_state, usable_state, write_state
+from lmcflow.training import DivergenceError, apply_crop_flip, crop_flip_draws, lr_at, optimizer_for, train
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +33,7 @@ __all__ = ["EXECUTION_KEYS", "Member", "Stack", "check_bundle", "learning_settin
 class Member:
     """One model of a bundle.
 
-    model       built by ``lmcflow.jobs.common.init_model(spec, seed)``; trained in place
+    model       built by ``lmcflow.checkpoints.init_model(spec, seed)``; trained in place
     data        its ``lmcflow.data.Dataset`` on the training device (members may share one object)
     seed        its seed (data order and augmentation derive from it, as in ``training.train``)
     cfg         its point's ``train`` block
@@ -110,7 +100,7 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None, sta
     Results hold ``history`` (per epoch: epoch, train_loss, train_acc, lr, as ``training.train``),
     ``precision``, ``train_seconds`` (the bundle's loop time in this process, shared by its members)
     and ``restored`` (True if the member's final state came from disk and it trained no step here).
-    Members with a state file resume from it when its digest matches (``training.usable_state``);
+    Members with a state file resume from it when its digest matches (``train_state.usable_state``);
     members at different epochs train as separate stacked sub-bundles. States are saved every
     ``checkpoint_every`` epochs and deleted when every member finished.
 
@@ -166,7 +156,7 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None, sta
         # state needs no optimizer state, and its data-order generator is never drawn from again.
         for m, r, g in zip(members, results, gens, strict=True):
             if r["diverged"] is None and m.state_path is not None and not r["restored"]:
-                _, scalars = _optimizer_tensors(optimizer_for(list(m.model.parameters()), cfg))
+                _, scalars = optimizer_tensors(optimizer_for(list(m.model.parameters()), cfg))
                 write_state(m.state_path, m.model.state_dict(), {}, scalars, g, epochs, r["history"], m.digest)
         lines = "; ".join(f"{d['name']}: loss={d['loss']} at epoch {d['epoch']}/{epochs}, step {d['step']}/"
                           f"{d['steps_per_epoch']} (global step {d['global_step']}), lr={d['lr']:.4g}"

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from lmcflow.evaluation import metrics_from_outputs, predict, reset_bn_stats
 from lmcflow.metrics import cross_entropy_at, fit_inverse_temperature
-from lmcflow.training import metrics_from_outputs, predict, reset_bn_stats
 
 log = logging.getLogger(__name__)
 

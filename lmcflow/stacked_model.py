@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
+from lmcflow.evaluation import autocast
 from lmcflow.random_ops import SeededRandomness
-from lmcflow.training import _optimizer_tensors, autocast
+from lmcflow.train_state import optimizer_tensors
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,8 @@ class Stack:
         return [names[id(p)] for g in opt.param_groups for p in g["params"]]
 
     def member_opt_state(self, opt: torch.optim.Optimizer, k: int) -> tuple[dict, dict]:
-        """(tensors, scalars) of member k's optimizer state in ``training.write_state``'s format."""
-        tensors, scalars = _optimizer_tensors(opt)
+        """(tensors, scalars) of member k's optimizer state in ``train_state.write_state``'s format."""
+        tensors, scalars = optimizer_tensors(opt)
         names = self._opt_names(opt)
         out = {}
         for key, val in tensors.items():

@@ -22,10 +22,10 @@ import pytest
 import torch
 
 from lmcflow.bundle_training import Member, Stack, check_bundle, train_bundle
+from lmcflow.checkpoints import init_model, load_checkpoint
 from lmcflow.config import Point
 from lmcflow.data import Dataset
 from lmcflow.io import load_tensors, save_tensors, sha256_file
-from lmcflow.jobs.common import init_model, load_checkpoint
 from lmcflow.jobs.train import run_train, run_train_bundle
 from lmcflow.models import ModelSpec
 from lmcflow.random_ops import SeededRandomness, check_random_ops, step_key

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from lmcflow.catalog import TORCHVISION_DATASETS, check_params, check_symmetry
-from lmcflow.config.loading import ConfigError
 from lmcflow.config.params import (
     _N_WEIGHT_LAYERS,
     ALIGNABLE_ARCHS,
@@ -18,6 +17,7 @@ from lmcflow.config.params import (
 )
 from lmcflow.config.partners import expand_points
 from lmcflow.config.points import point_matches, point_value
+from lmcflow.errors import ConfigError
 from lmcflow.external import check_external, is_external
 
 

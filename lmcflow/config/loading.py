@@ -10,16 +10,13 @@ from pathlib import Path
 
 import yaml
 
+from lmcflow.errors import ConfigError
 from lmcflow.schema import fill_defaults, load_schema
 
 POINT_BLOCKS = ("model", "train", "merge", "analysis")
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config/config.yaml"
 # Top-level keys a config file brings itself; everything else falls back to the embedded default.
 STUDY_KEYS = ("studies", "claims")
-
-
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the key and what is allowed."""
 
 
 def deep_merge(base: dict, over: dict) -> dict:

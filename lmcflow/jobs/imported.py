@@ -8,12 +8,11 @@ import time
 
 import torch
 
+from lmcflow.checkpoints import as_point, model_spec_for, write_model
 from lmcflow.data import load_dataset
+from lmcflow.evaluation import resolve_device
 from lmcflow.imported import load_into, read_state_dict, verified
-from lmcflow.jobs.common import as_point, model_spec_for
-from lmcflow.jobs.train import _write_trained
 from lmcflow.models import build_model
-from lmcflow.training import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +31,7 @@ def run_import(point: dict, models: dict, sources: dict, data_path: str, device:
         with torch.random.fork_rng(devices=[]):  # the init is overwritten: nothing else's randomness moves
             model = load_into(build_model(spec), state, path).to(dev)
         info = {"history": [], "precision": "fp32", "train_seconds": 0.0}
-        rows.append(_write_trained(p, int(seed), spec, model, data, info, ckpt, row, dev,
+        rows.append(write_model(p, int(seed), spec, model, data, info, ckpt, row, dev,
                                    f"{p.study}/{p.point}/imported", t0, source={"file": str(path), "sha256": sha}))
         log.info(f"[import] {p.study} seed {seed}: {path} (sha256 {sha[:12]})")
     return rows
