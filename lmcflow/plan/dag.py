@@ -45,7 +45,11 @@ def rule_jobs(plan: Plan) -> list[Job]:
     for (s, g), pts in P.groups.items():
         for b in P.blocks[(s, g)]:
             wc = ns(study=s, group=g, block=str(b))
-            out.append(_job("train", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc)))
+            if s in P.imports.files:  # a study of imported checkpoints (lmcflow.plan.imported)
+                out.append(_job("import_models", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc),
+                                checkpoints=P.import_files(wc)))
+            else:
+                out.append(_job("train", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc)))
             if P.group_analysis_points(wc, "swap_costs"):
                 out.append(_job("swap_costs", vars(wc), [P.ident_point_file(s, g, k, b) for k in
                                                          ("swap_costs", "swap_matrix")],
