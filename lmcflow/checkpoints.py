@@ -17,6 +17,7 @@ from lmcflow.evaluation import evaluate
 from lmcflow.io import load_tensors, save_tensors
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.seeding import derive_seed
+from lmcflow.state import checkpoint_state, load_into
 from lmcflow.tables import point_columns, read_table, write_table
 from lmcflow.training import late_loss_drop
 
@@ -42,7 +43,7 @@ def load_checkpoint(ckpt_path: str, run_row_path: str, device) -> tuple[torch.nn
                             rebuild_hint=f"rule train (delete it, then rerun snakemake; it retrains "
                                          f"{meta_hint(ckpt_path)})")
     model = build_model(ModelSpec.from_dict(meta["model_spec"]))
-    model.load_state_dict(sd)
+    load_into(model, sd)
     return model.to(device), {k: v.to(device) for k, v in sd.items()}
 
 
@@ -81,7 +82,7 @@ def write_model(point: Point, seed: int, spec: ModelSpec, model, data, info: dic
     metrics = {s: evaluate(model, data.x[s], data.y[s], data.task) for s in ("train", "val", "test")}
     meta = {"model_spec": spec.to_dict(), "study": point.study, "point": point.point, "seed": seed,
             "history": info["history"], **({"source": source} if source else {})}
-    digest = save_tensors(out_ckpt, model.state_dict(), meta)
+    digest = save_tensors(out_ckpt, checkpoint_state(model), meta)
     row = {**point_columns(point), "seed": seed, "n_params": count_parameters(model),
            **{f"{s}_{k}": v for s, m in metrics.items() for k, v in m.items()},
            "train_loss_late_drop": late_loss_drop(info["history"]),

@@ -16,6 +16,7 @@ from torch import nn
 from lmcflow.data import SPLITS, split_train_val
 from lmcflow.external import import_factory
 from lmcflow.io import CorruptFileError, folder_sha256, save_tensors, sha256_file
+from lmcflow.state import like_state, load_into
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def read_state_dict(path) -> dict[str, torch.Tensor]:
     return dict(obj)
 
 
-def load_into(model: nn.Module, state: dict, path) -> nn.Module:
+def fit_checkpoint(model: nn.Module, state: dict, path) -> nn.Module:
     """``model`` with ``state`` loaded strictly; ValueError names the file and the keys that do not fit."""
     own = model.state_dict()
     missing = sorted(set(own) - set(state))
@@ -75,7 +76,7 @@ def load_into(model: nn.Module, state: dict, path) -> nn.Module:
                  f"shapes differ ({'; '.join(shapes[:3])})" if shapes else ""]
         raise ValueError(f"{path}: does not fit the model that model.factory builds: "
                          f"{', '.join(p for p in parts if p)}; check model.factory and model.kwargs")
-    model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()})
+    load_into(model, like_state({k: v.to(own[k].dtype) for k, v in state.items()}, state))
     return model
 
 

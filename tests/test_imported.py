@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 from lmcflow.config import ConfigError, resolve_config
 from lmcflow.data import load_dataset
-from lmcflow.imported import load_into, prepare_custom, read_state_dict, verified
+from lmcflow.imported import fit_checkpoint, prepare_custom, read_state_dict, verified
 from lmcflow.io import CorruptFileError, folder_sha256, load_tensors, sha256_file
 from lmcflow.plan import Plan
 from lmcflow.plan.cost import dataset_shape
@@ -72,7 +72,7 @@ def test_checkpoints_are_checked_before_use(tmp_path):
     with pytest.raises(ValueError, match="pickled.pt: cannot be read with torch.load.weights_only=True"):
         read_state_dict(tmp_path / "pickled.pt")
     with pytest.raises(ValueError, match=r"a.safetensors: does not fit .*missing \['0.bias', '0.weight'\]"):
-        load_into(torch.nn.Sequential(torch.nn.Linear(3, 2)), read_state_dict(tmp_path / "a.safetensors"),
+        fit_checkpoint(torch.nn.Sequential(torch.nn.Linear(3, 2)), read_state_dict(tmp_path / "a.safetensors"),
                   tmp_path / "a.safetensors")
     sha = sha256_file(tmp_path / "a.safetensors")
     save_file({k: v + 1 for k, v in model.state_dict().items()}, tmp_path / "a.safetensors")

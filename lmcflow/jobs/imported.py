@@ -11,7 +11,7 @@ import torch
 from lmcflow.checkpoints import as_point, model_spec_for, write_model
 from lmcflow.data import load_dataset
 from lmcflow.evaluation import resolve_device
-from lmcflow.imported import load_into, read_state_dict, verified
+from lmcflow.imported import fit_checkpoint, read_state_dict, verified
 from lmcflow.models import build_model
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ def run_import(point: dict, models: dict, sources: dict, data_path: str, device:
         path, sha = sources[str(seed)] if str(seed) in sources else sources[int(seed)]
         state = read_state_dict(verified(path, sha, f"the checkpoint of {p.study} seed {seed}"))
         with torch.random.fork_rng(devices=[]):  # the init is overwritten: nothing else's randomness moves
-            model = load_into(build_model(spec), state, path).to(dev)
+            model = fit_checkpoint(build_model(spec), state, path).to(dev)
         info = {"history": [], "precision": "fp32", "train_seconds": 0.0}
         rows.append(write_model(p, int(seed), spec, model, data, info, ckpt, row, dev,
                                    f"{p.study}/{p.point}/imported", t0, source={"file": str(path), "sha256": sha}))
