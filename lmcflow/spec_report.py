@@ -16,6 +16,7 @@ import sys
 import torch
 
 from lmcflow.alignment.derive import SpecProofError, derived_spec, example_batch, prove_spec
+from lmcflow.alignment.proof import PROOF_RTOL, PROOF_RTOL_FP64
 from lmcflow.alignment.graph_axes import UnsupportedGraph
 from lmcflow.external import FACTORY_ARCH, build_external
 
@@ -72,8 +73,8 @@ def spec_report(factory: str, in_shape: tuple, num_classes: int, kwargs: dict | 
     except SpecProofError as err:
         lines.append(f"proof: FAILED: {err}")
         return "\n".join(lines), False
-    lines.append(f"proof: a random permutation of every group changes the outputs by {residual:.2e} x their scale "
-                 f"(fp32; allowed {1e-5:g})")
+    lines.append(f"proof: a random permutation of every group changes the outputs by {residual:.2e} x their spread "
+                 f"in float64 (allowed {PROOF_RTOL_FP64:g}; in float32 within {PROOF_RTOL:g} x max |output|)")
     lines.append("refused: nothing")
     return "\n".join(lines), True
 
