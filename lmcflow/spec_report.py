@@ -16,8 +16,8 @@ import sys
 import torch
 
 from lmcflow.alignment.derive import SpecProofError, derived_spec, example_batch, prove_spec
-from lmcflow.alignment.proof import PROOF_RTOL, PROOF_RTOL_FP64
 from lmcflow.alignment.graph_axes import UnsupportedGraph
+from lmcflow.alignment.proof import PROOF_RTOL, PROOF_RTOL_FP64
 from lmcflow.external import FACTORY_ARCH, build_external
 
 EXPECTED_FIXED = ("the model's input", "the model's output")
