@@ -144,3 +144,12 @@ def test_an_image_folder_is_prepared_and_hashed(tmp_path):
         (tmp_path / f"m-{s}.pt").write_bytes(b"x")
     assert checkpoint_files("s", {"checkpoints": str(tmp_path / "m-{seed}.pt")}, [1, 0]) == {
         1: str(tmp_path / "m-1.pt"), 0: str(tmp_path / "m-0.pt")}
+
+
+def test_lmcflow_validate_names_a_missing_checkpoint(tmp_path, monkeypatch, capsys):
+    from lmcflow.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", str(EXAMPLE / "config.yaml")]) == 2
+    assert "studies.mine.import.checkpoints[0]: checkpoints/model-0.safetensors (seed 0) does not exist" in \
+        capsys.readouterr().err
