@@ -153,3 +153,14 @@ def test_lmcflow_validate_names_a_missing_checkpoint(tmp_path, monkeypatch, caps
     assert main(["validate", str(EXAMPLE / "config.yaml")]) == 2
     assert "studies.mine.import.checkpoints[0]: checkpoints/model-0.safetensors (seed 0) does not exist" in \
         capsys.readouterr().err
+
+
+def test_the_plan_counts_the_import_jobs_as_snakemake_plans_them(tmp_path, monkeypatch):
+    """15 jobs: what docs/usage.md states and the example's run shows; the checkpoints are sources, not outputs."""
+    from lmcflow.plan import plan_job_counts
+
+    (tmp_path / "checkpoints").mkdir()
+    for f in ("model-0.safetensors", "model-1.safetensors", "model-2.pt"):
+        (tmp_path / "checkpoints" / f).write_bytes(b"x")
+    counts = plan_job_counts(plan_of(copy.deepcopy(CONFIG), tmp_path, monkeypatch))
+    assert (counts["import_models"], counts.get("train", 0), counts["total"]) == (1, 0, 15)
