@@ -8,8 +8,8 @@ import torch
 
 from lmcflow.alignment import methods as wm_methods
 from lmcflow.alignment import permutation_spec, weight_matching
+from lmcflow.checkpoints import init_model
 from lmcflow.data import Dataset, load_dataset
-from lmcflow.jobs.common import init_model
 from lmcflow.models import ModelSpec
 from lmcflow.training import train
 
