@@ -34,7 +34,8 @@ EVIDENCE_CONFIG := cpu_kernels=portable 'replicate_seeds=[5,6,7,8,9]'
 reproduce-evidence: $(STAMP) data
 	$(VENV)/bin/snakemake --cores $(CORES) --rerun-incomplete --config $(EVIDENCE_CONFIG)
 
-# Two workers (one per core); a test file stays on one worker (module fixtures such as the SLURM cluster).
+# Two workers (one per core); a test file stays on one worker (module fixtures such as the SLURM cluster), and so do
+# the files that share one session run; the heaviest go first (tests/conftest.py).
 test: $(STAMP) data
 	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
 
