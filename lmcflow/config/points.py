@@ -9,8 +9,9 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
-from lmcflow.config.loading import POINT_BLOCKS, ConfigError, deep_merge
-from lmcflow.schema import fill_defaults, load_schema
+from lmcflow.config.loading import POINT_BLOCKS, deep_merge
+from lmcflow.config.schema import fill_defaults, load_schema
+from lmcflow.errors import ConfigError
 
 
 def format_value(v) -> str:
