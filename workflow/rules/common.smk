@@ -105,6 +105,7 @@ coherence_data_paths = PLAN.coherence_data_paths
 study_table_inputs = PLAN.study_table_inputs
 study_table_params_files = PLAN.study_table_params_files
 result_table_files = PLAN.result_table_files
+result_table_outputs = PLAN.result_table_outputs
 table1_inputs = PLAN.table1_inputs
 claim_inputs = PLAN.claim_inputs
 claim_params_cfg = PLAN.claim_params_cfg
