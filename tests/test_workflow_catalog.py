@@ -74,3 +74,13 @@ def test_snakedeploy_deploys_a_tag_of_a_local_clone(tmp_path):
     for folder in ("config", "profiles"):
         cmp = filecmp.dircmp(tagged / folder, dest / folder)
         assert not (cmp.left_only or cmp.right_only or cmp.diff_files), (folder, cmp.report())
+    # The deployment runs the tagged workflow as a module, with the config it passes: here from the tagged clone's
+    # files rather than GitHub (no network); a dry run plans the default run's jobs in the deployment's folder.
+    (dest / "workflow/Snakefile").write_text(snakefile.replace(
+        'github("lmcflow-org/lmcflow", path="Snakefile", tag="v-deploy-test")', f'"{tagged / "Snakefile"}"'))
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    res = subprocess.run([snakemake, "-n", "--cores", "1"], cwd=dest, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert re.search(r"^train\s+\d+$", res.stdout + res.stderr, re.M), res.stdout[-2000:]
+    assert not (dest / "results").exists() and not (tagged / "results").exists()
