@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmcflow.schema import load_schema
+from lmcflow.config.schema import load_schema
 
 REPO = Path(__file__).resolve().parents[1]
 
