@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lmcflow.catalog import check_symmetry
 from lmcflow.claims.core import (
     Criterion,
     NoData,
@@ -22,6 +21,7 @@ from lmcflow.claims.core import (
 )
 from lmcflow.claims.stats import estimate, slope, spearman, trend_axis
 from lmcflow.config import ConfigError
+from lmcflow.config.catalog import check_symmetry
 from lmcflow.metrics import relative_accuracy_barrier
 
 PAPER = "Bürgin et al., ICML 2026 (arXiv 2606.04754)"
