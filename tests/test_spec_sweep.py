@@ -7,14 +7,14 @@ import re
 
 import pytest
 import torch
-import torchvision
 import torch.nn.functional as F
+import torchvision
 from torch import nn
 from torch.nn.utils import parametrizations, spectral_norm, weight_norm
 
 from lmcflow.alignment.derive import derived_spec
 from lmcflow.alignment.graph_axes import UnsupportedGraph
-from tests.spec_sweep import build, builders, sweep_one
+from tests.spec_sweep import builders, sweep_one
 
 HEAVY_PARAMS = 12e6  # at num_classes 10
 
