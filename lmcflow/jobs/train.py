@@ -18,6 +18,7 @@ from lmcflow.data import load_dataset
 from lmcflow.io import save_tensors
 from lmcflow.jobs.common import as_point, device_name, init_model, load_datasets, model_spec_for
 from lmcflow.models import ModelSpec, count_parameters
+from lmcflow.symmetry import trainable_weight_norm
 from lmcflow.tables import point_columns, write_table
 from lmcflow.training import DivergenceError, evaluate, late_loss_drop, resolve_device, resolve_precision, train
 
@@ -89,7 +90,7 @@ def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: 
            "device": device_name(dev),
            "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
            "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id,
-           "train_threads": torch.get_num_threads(), **kernels.check()}
+           "train_threads": torch.get_num_threads(), "weight_norm": trainable_weight_norm(model), **kernels.check()}
     write_table(out_row, "runs", [row])
     log.info(f"[train] {point.study}/{point.point} seed={seed} done: test acc={metrics['test']['acc']:.4f} "
         f"loss={metrics['test']['loss']:.4f} sha256={digest[:12]}")
