@@ -109,9 +109,35 @@ def test_claim_with_null_partners_as_models_b_is_not_supported(cid, kind):
 EXPECTED_FAILING = {
     **{cid: "endpoint gate" for cid, c in REGISTRY.items() if c.gate_endpoints},
     "subspace-coherence": "trend",  # the midpoint barrier does not fall with ν when B is useless
-    "sigma-f-identity": "normalized_at_max",  # a useless B is not A up to permutation at the largest σ_F
+    "sigma-f-identity": "normalized_at_matched_max",  # a useless B is not A up to permutation
     "identifiability-tradeoff": "drop",  # two useless networks: no accuracy drop of the symmetry-broken one
 }
+
+
+# the headline criterion of each identifiability pair claim (its first): what a useless partner must fail on its own,
+# whatever the endpoint gate says
+HEADLINE = {"sigma-f-identity": "normalized_at_matched_max", "sigma-f-unaligned-barrier": "trend",
+            "intrinsic-dimension-lmc": "trend", "subspace-coherence": "trend"}
+
+
+@pytest.mark.parametrize(("cid", "kind"), [(cid, kind) for cid in HEADLINE for kind in KINDS])
+def test_identifiability_pair_claims_fail_their_headline_with_a_useless_partner(cid, kind):
+    """With B replaced by a null partner the headline criterion itself is not supported (the endpoint gate aside:
+    the statistic must not pass on a pair it cannot be evidence about)."""
+    res = evaluate(cid, with_null_b(recorded(RECORDED_STUDY[DEFAULT_CLAIMS[cid]["study"]]), kind, False))
+    head = res["criteria"][0] if res["criteria"] else None
+    assert head is not None and head["name"] == HEADLINE[cid], (res["reason"], res["criteria"])
+    assert head["verdict"] != SUPPORTED, (cid, kind, head["statistic"], head["ci_low"], head["ci_high"])
+
+
+@pytest.mark.parametrize("cid", list(HEADLINE))
+def test_the_recorded_run_runs_the_identifiability_controls(cid):
+    """On the recorded study (real and partner pairs) every identifiability pair claim runs its same-run control
+    for every kind, on the headline's real statistic."""
+    res = evaluate(cid, recorded(RECORDED_STUDY[DEFAULT_CLAIMS[cid]["study"]]))
+    recs = {r["kind"]: r for r in res["null_controls"]}
+    assert set(recs) == set(KINDS) and all(r["status"] == "run" for r in recs.values()), recs
+    assert all(r["statistic_name"] == HEADLINE[cid] for r in recs.values())
 
 
 def test_intrinsic_dimension_is_not_a_pair_property():

@@ -175,7 +175,8 @@ def sigma_f_unaligned_barrier(holds):
     un = dict(zip(SIGMAS, (0.4, 0.3, 0.1, 0.02) if holds else (0.1, 0.2, 0.3, 0.4), strict=True))
     al = dict(zip(SIGMAS, (0.05, 0.03, 0.01, 0.0), strict=True))
     rows = pair_rows({"sigma_f": SIGMAS, "method": ["identity", "activation_matching"]},
-                     lambda sigma_f, method: {"relative_accuracy_barrier": -(un if method == "identity" else al)[sigma_f]},
+                     lambda sigma_f, method: {
+                         "relative_accuracy_barrier": -(un if method == "identity" else al)[sigma_f]},
                      Noise(**SD), symmetry="w_asymmetric", split="train")
     return {"identifiability_lmc": table("identifiability_lmc", [{**r, "point": f"s{r['sigma_f']}"} for r in rows])}
 

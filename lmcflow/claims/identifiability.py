@@ -52,7 +52,7 @@ def requires_kinds(cid, p, study, points) -> None:
 
 
 def requires_epochs(cid, p, study, points) -> None:
-    have = sorted({int(q.train["epochs"]) for q in points})
+    have = sorted({int(q.train["epochs"]) for q in points if q.partner == "real"})  # not an untrained null partner
     if int(p["epochs"]) not in have:
         raise ConfigError(f"claims.{cid}.epochs: {p['epochs']} is not a value of train.epochs in study {study!r}; "
                           f"its points have {have} (0 = untrained, the paper's arm)")
