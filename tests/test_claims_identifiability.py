@@ -144,8 +144,11 @@ def test_unaligned_lmc_vs_k_puts_the_papers_drops_beside_ours():
     only_8 = {**tables, "interpolation": tables["interpolation"].query("dataset != 'gs_k2'")}
     res8 = verdict("intrinsic-dimension-lmc", only_8)
     assert {p["quantity"].split("k = ")[1].split(",")[0]: p["ours"] for p in res8["paper_values"]}["2"] is None
+    # curves exist only for trained points: rows that all say epochs 0 are pairs with an untrained null partner B,
+    # read as they are (the null-partner control); no curves at all: inconclusive
     untrained = {**tables, "interpolation": tables["interpolation"].assign(epochs=0)}
-    res0 = verdict("intrinsic-dimension-lmc", untrained)
+    assert verdict("intrinsic-dimension-lmc", untrained)["details"]["epochs"] == 0
+    res0 = verdict("intrinsic-dimension-lmc", {**tables, "interpolation": tables["interpolation"].iloc[0:0]})
     assert res0["verdict"] == "inconclusive" and "trained" in res0["reason"]
 
 

@@ -159,9 +159,9 @@ def intrinsic_dimension_lmc(t: dict, p: dict) -> Outcome:
     sc = t["swap_costs"]
     k_of = dict(zip(sc.dataset, sc.data_k))
     interp = t["interpolation"]
-    need(len(interp), "interpolation curves of trained models")
-    trained = sorted(e for e in set(interp.epochs) if e > 0)
-    need(len(trained), "interpolation curves of trained models (train.epochs > 0)")
+    need(len(interp), "interpolation curves of trained models (train.epochs > 0)")
+    # curves only exist for trained points; rows that all say 0 are pairs whose B is an untrained null partner
+    trained = sorted(e for e in set(interp.epochs) if e > 0) or [0]
     epochs = int(p["epochs"]) if p["epochs"] is not None else trained[-1]
     drops = unaligned_drops(interp[interp.epochs == epochs], p["split"], p["method"])
     drops["data_k"] = drops.dataset.map(k_of)
