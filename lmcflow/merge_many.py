@@ -23,8 +23,8 @@ from torch import nn
 
 from lmcflow.alignment.methods import activation_matching, weight_matching, weight_matching_objective
 from lmcflow.alignment.spec import PermutationSpec, apply_permutation
+from lmcflow.evaluation import metrics_from_outputs, predict, reset_bn_stats
 from lmcflow.metrics import cross_entropy_at, fit_inverse_temperature
-from lmcflow.training import metrics_from_outputs, predict, reset_bn_stats
 
 MANY_METHODS = ("identity", "weight_matching", "activation_matching")
 

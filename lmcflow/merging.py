@@ -10,8 +10,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from lmcflow.evaluation import metrics_from_outputs, predict, reset_bn_stats
 from lmcflow.metrics import cross_entropy_at, fit_inverse_temperature
-from lmcflow.training import metrics_from_outputs, predict, reset_bn_stats
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +326,9 @@ def _stacked_outputs(model: nn.Module, sd_a: dict, sd_b: dict, lams: list[float]
             stacked[p + "running_mean"].zero_()
             stacked[p + "running_var"].fill_(1)
             stacked[p + "num_batches_tracked"].zero_()
-        base.train()
+        base.eval()
+        for _, m in bns:  # only the statistics in train mode, as reset_bn_stats: dropout stays off
+            m.train()
         for b, i in enumerate(range(0, len(x_bn), bn_batch_size)):
             for _, m in bns:
                 m.momentum = 1.0 / (b + 1)

@@ -35,8 +35,8 @@ import torch
 from torch import nn
 
 from lmcflow.alignment.spec import PermutationSpec, permutation_spec
+from lmcflow.evaluation import reset_bn_stats
 from lmcflow.models import has_batchnorm
-from lmcflow.training import reset_bn_stats
 
 log = logging.getLogger(__name__)
 

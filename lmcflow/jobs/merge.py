@@ -4,13 +4,13 @@ from __future__ import annotations
 import logging
 import time
 
+from lmcflow.alignment import aligned_pair, load_alignment_block
+from lmcflow.checkpoints import as_point, load_datasets, load_models
 from lmcflow.config import Point, lambda_grid, repairs
-from lmcflow.jobs.align import aligned_pair, load_alignment_block
-from lmcflow.jobs.common import as_point, load_datasets, load_models
+from lmcflow.evaluation import resolve_device
 from lmcflow.merging import check_same_function, endpoint_outputs, evaluate_path
 from lmcflow.repair import path_repair
 from lmcflow.tables import point_columns, write_table
-from lmcflow.training import resolve_device
 
 log = logging.getLogger(__name__)
 

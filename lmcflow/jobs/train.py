@@ -13,14 +13,15 @@ import torch
 
 from lmcflow import kernels
 from lmcflow.bundle_training import Member, train_bundle
+from lmcflow.checkpoints import as_point, device_name, init_model, load_datasets, model_spec_for
 from lmcflow.config import Point, learning_settings
 from lmcflow.data import load_dataset
+from lmcflow.evaluation import evaluate, resolve_device, resolve_precision
 from lmcflow.io import save_tensors
-from lmcflow.jobs.common import as_point, device_name, init_model, load_datasets, model_spec_for
 from lmcflow.models import ModelSpec, count_parameters
 from lmcflow.symmetry import trainable_weight_norm
 from lmcflow.tables import point_columns, write_table
-from lmcflow.training import DivergenceError, evaluate, late_loss_drop, resolve_device, resolve_precision, train
+from lmcflow.training import DivergenceError, late_loss_drop, train
 
 log = logging.getLogger(__name__)
 

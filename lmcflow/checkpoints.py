@@ -1,4 +1,5 @@
-"""What the compute jobs share: threads, datasets and verified checkpoints by path, model init from a seed."""
+"""Models and data by path, for the compute jobs: model init from a seed, checkpoints verified against the hash
+recorded at training, datasets loaded once per job, the name of the device a job ran on."""
 from __future__ import annotations
 
 import platform
