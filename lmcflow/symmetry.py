@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lmcflow.catalog import (  # noqa: F401  (check_symmetry and the names: re-exported)
+from lmcflow.config.catalog import (  # noqa: F401  (check_symmetry and the names: re-exported)
     FIXED_SCALINGS,
     MASK_TYPES,
     SYMMETRY_KEYS,

@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from lmcflow.catalog import check_symmetry
 from lmcflow.config import Point
+from lmcflow.config.catalog import check_symmetry
 from lmcflow.io import read_parquet, write_parquet
 from lmcflow.metrics import barriers
 

@@ -102,7 +102,7 @@ def test_dataset_facts_from_the_config():
     (">", 0.9, 0.95, 0.97, (-math.inf, 0.95, 0.95)),   # supported for t < 0.95
     (">", 0.9, 0.85, 0.97, (0.85, 0.97, 0.85)),        # inconclusive; the nearer end flips it
     (">", 0.9, 0.80, 0.85, (0.85, math.inf, 0.85)),    # not supported for t ≥ 0.85
-    ("<", 0.02, 0.0219, 0.0343, (-math.inf, 0.0219, 0.0219)),  # the width-merge-accuracy CI
+    ("<", 0.02, 0.0219, 0.0343, (-math.inf, 0.0219, 0.0219)),  # a width-merge-accuracy CI
     ("<", 0.05, 0.01, 0.03, (0.03, math.inf, 0.03)),
     ("within", 0.01, -0.002, 0.005, (0.005, math.inf, 0.005)),
     ("within", 0.01, 0.02, 0.03, (0.0, 0.02, 0.02)),

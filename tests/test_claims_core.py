@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY, claim_row, combine
 from lmcflow.claims.core import Criterion
 from lmcflow.claims.stats import Estimate
 from lmcflow.config import ConfigError, check_semantics, expand_points
+from lmcflow.config.catalog import ARCHITECTURES, dataset_names
 from lmcflow.tables import make_frame
 from tests.claim_tables import verdict
 from tests.test_claim_power import CASES

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
 from lmcflow.config import ConfigError, check_semantics
+from lmcflow.config.catalog import ARCHITECTURES, dataset_names
 from tests.claim_tables import Noise, seed_rows, table, verdict
 from tests.test_claim_power import (
     identifiability_tradeoff,

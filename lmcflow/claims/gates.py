@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from lmcflow.catalog import COHERENCE_DEFAULTS, GAUSSIAN_SUBSPACE_DEFAULTS, TORCHVISION_DATASETS
 from lmcflow.config import ConfigError
+from lmcflow.config.catalog import COHERENCE_DEFAULTS, GAUSSIAN_SUBSPACE_DEFAULTS, TORCHVISION_DATASETS
 
 # conventions (the papers give none): see docs/claims.md
 GATE_DEFAULTS = {"endpoint_max_drop": 0.05, "endpoint_min_above_chance": 0.5, "endpoint_min_learned": 0.25}

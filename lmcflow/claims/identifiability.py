@@ -12,10 +12,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from lmcflow.catalog import check_symmetry
 from lmcflow.claims.core import Criterion, Outcome, claim, need, pivot, select
 from lmcflow.claims.stats import estimate, slope, trend_axis
 from lmcflow.config import ConfigError
+from lmcflow.config.catalog import check_symmetry
 
 PAPER = "Bürgin et al., ICML 2026 (arXiv 2606.04754)"
 # a control arm trains as well as the treated one when its mean test accuracy (a regression task: the fraction of

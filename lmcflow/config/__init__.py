@@ -1,7 +1,10 @@
 """Study configuration: which config a run uses and its defaults (``loading``), studies expanded into points
-(``points``), what a point's blocks say for each stage (``params``), and the checks beyond the JSON schema
-(``checks``). Defaults live in one place, the schema ``workflow/schemas/config.schema.yaml``: code reads
-``point.merge["lambdas"]`` and never carries a fallback of its own."""
+(``points``), what a point's blocks say for each stage (``params``), the checks beyond the JSON schema
+(``checks``), the schema and its defaults (``schema``), each expanded point checked against it (``point_schema``)
+and what a config can name, checked without torch (``catalog``: datasets, architectures, symmetry, generators).
+Defaults live in one place, the schema ``workflow/schemas/config.schema.yaml``: code reads
+``point.merge["lambdas"]`` and never carries a fallback of its own. ``ConfigError`` (``lmcflow.errors``) is
+re-exported here."""
 from lmcflow.config.checks import (
     check_alignment_semantics,
     check_bundle_points,
@@ -13,7 +16,6 @@ from lmcflow.config.loading import (
     POINT_BLOCKS,
     REPLICATE_INPUT,
     STUDY_KEYS,
-    ConfigError,
     add_replicate_studies,
     deep_merge,
     load_config_file,
@@ -57,6 +59,7 @@ from lmcflow.config.points import (
     sweep_grids,
     swept_values,
 )
+from lmcflow.errors import ConfigError
 
 __all__ = [
     "load_config_file", "parse_overrides",

@@ -10,8 +10,8 @@ import numbers
 from dataclasses import dataclass, field
 
 from lmcflow.config.loading import POINT_BLOCKS, deep_merge
+from lmcflow.config.schema import fill_defaults, load_schema
 from lmcflow.errors import ConfigError
-from lmcflow.schema import fill_defaults, load_schema
 
 
 def format_value(v) -> str:

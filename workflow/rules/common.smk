@@ -112,4 +112,11 @@ claim_points = PLAN.claim_points
 claim_datasets = PLAN.claim_datasets
 claims_table_inputs = PLAN.claims_table_inputs
 prepare_data_cfg = PLAN.prepare_data_cfg
+# studies of imported checkpoints (lmcflow.plan.imported)
+TRAINED_STUDIES, IMPORTED_STUDIES = PLAN.imports.trained_studies(), PLAN.imports.imported_studies()
+import_point = PLAN.import_point
+import_models = PLAN.import_models
+import_sources = PLAN.import_sources
+import_files = PLAN.import_files
+imported_provenance = PLAN.imported_provenance
 prepare_data_runtime = PLAN.prepare_data_runtime
