@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -94,6 +95,34 @@ def point_columns(point: Point) -> dict:
 def real_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The rows of real pairs and models (``partner == "real"``), without a study's null-partner rows."""
     return df[df["partner"] == "real"] if "partner" in df.columns else df
+
+
+# results/tables/<kind>.parquet holds what a reader queries first: real models and pairs, merges without REPAIR.
+# The other rows are in results/tables/<part>/<kind>.parquet, where a query must name them (results/README.md).
+RESULT_PARTS = ("null_partners", "repair")
+
+
+def result_part(df: pd.DataFrame) -> pd.Series:
+    """Per row of a result table, the part it belongs in: "real" (a real model or pair, no REPAIR),
+    "null_partners" (its model B is a null partner, with or without REPAIR) or "repair" (a real pair, REPAIR'd)."""
+    part = pd.Series("real", index=df.index, dtype=object)
+    if "repair" in df.columns:
+        part[df["repair"].astype(bool).to_numpy()] = "repair"
+    if "partner" in df.columns:
+        part[(df["partner"] != "real").to_numpy()] = "null_partners"
+    return part
+
+
+def read_results(results, kind: str, null_partners: bool = False, repair: bool = False) -> pd.DataFrame:
+    """One result table as a run wrote it under ``results``: the real rows, plus the null partners' and the
+    REPAIR'd rows when asked for (each only where the run has them). The one loader for code that reads the
+    results folder; the ``partner`` and ``repair`` columns tell the rows apart."""
+    root = Path(results) / "tables"
+    paths = [root / f"{kind}.parquet"] + [root / part / f"{kind}.parquet" for part, wanted
+                                          in zip(RESULT_PARTS, (null_partners, repair), strict=True) if wanted]
+    frames = [read_parquet(p, kind) for p in paths if p == paths[0] or p.exists()]
+    frames = [f for f in frames if len(f)] or frames[:1]
+    return pd.concat(frames, ignore_index=True).astype({c: t for c, t in TABLES[kind]})
 
 
 def make_frame(kind: str, rows: list[dict]) -> pd.DataFrame:
@@ -315,3 +344,6 @@ TABLES.update({
         ("reference_value", "float64"), ("reference", "string"),
     ],
 })
+
+# the kinds whose rows may be REPAIR'd merges (a ``repair`` column)
+REPAIR_KINDS = tuple(kind for kind, cols in TABLES.items() if "repair" in {c for c, _ in cols})
