@@ -49,7 +49,8 @@ evidence-vendor-neutral:
 	$(VENV)/bin/lmcflow claims --update-doc README.md
 	$(VENV)/bin/lmcflow verify $(EVIDENCE)/results --published
 
-# Two workers (one per core); a test file stays on one worker (module fixtures such as the SLURM cluster).
+# Two workers (one per core); a test file stays on one worker (module fixtures such as the SLURM cluster), and so do
+# the files that share one session run; the heaviest go first (tests/conftest.py).
 test: $(STAMP) data
 	$(VENV)/bin/python -m pytest -n 2 --dist loadfile
 
