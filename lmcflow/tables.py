@@ -39,7 +39,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("wall_time_s", "float64"), ("train_seconds", "float64"), ("device", "string"),
         ("precision", "string"), ("checkpoint", "string"), ("checkpoint_sha256", "string"),
         ("slurm_job_id", "string"), ("bundle_id", "string"), ("cpu_kernels", "string"), ("cpu_capability", "string"),
-        ("train_threads", "int64"),
+        ("train_threads", "int64"), ("weight_norm", "float64"),
     ],
     "interpolation": POINT_COLUMNS + PAIR_COLUMNS + [
         ("repair", "bool"), ("lam", "float64"), ("split", "string"), ("loss", "float64"), ("acc", "float64"),
@@ -147,15 +147,25 @@ def write_table(path, kind: str, rows_or_df) -> pd.DataFrame:
 
 
 def read_table(path, kind: str) -> pd.DataFrame:
-    return read_parquet(path, kind)
+    return _with_added_columns(read_parquet(path, kind), kind)
 
 
 def concat_tables(paths, kind: str) -> pd.DataFrame:
-    frames = [read_parquet(p, kind) for p in paths]
+    frames = [_with_added_columns(read_parquet(p, kind), kind) for p in paths]
     frames = [f for f in frames if len(f)]
     if not frames:
         return make_frame(kind, [])
     return pd.concat(frames, ignore_index=True).astype({c: t for c, t in TABLES[kind]})
+
+
+# float columns added to a table after rows of it were written: an older row reads them as NaN (a claim that needs
+# one says what to rerun), so adding a measurement does not invalidate every finished job
+ADDED_COLUMNS = {"runs": ("weight_norm",), "coherence": ("baseline_mse",)}
+
+
+def _with_added_columns(df: pd.DataFrame, kind: str) -> pd.DataFrame:
+    missing = [c for c in ADDED_COLUMNS.get(kind, ()) if c not in df.columns]
+    return df.assign(**{c: float("nan") for c in missing}) if missing else df
 
 
 def plain_merges(df: pd.DataFrame) -> pd.DataFrame:
@@ -250,7 +260,7 @@ TABLES.update({
         ("split", "string"), ("embedding", "string"), ("d", "int64"), ("k", "int64"), ("nu", "float64"),
         ("nu_min", "float64"),
         ("explained", "float64"), ("loss_a", "float64"), ("loss_b", "float64"), ("loss_mid", "float64"),
-        ("regression_midpoint_barrier", "float64"), ("loss_barrier_midpoint", "float64"),
+        ("baseline_mse", "float64"), ("regression_midpoint_barrier", "float64"), ("loss_barrier_midpoint", "float64"),
     ],
 })
 
