@@ -15,7 +15,7 @@ from lmcflow.catalog import GAUSSIAN_SUBSPACE_DEFAULTS, TORCHVISION_DATASETS
 from lmcflow.config import ConfigError
 
 # conventions (the papers give none): see docs/claims.md
-GATE_DEFAULTS = {"endpoint_max_drop": 0.05, "endpoint_min_above_chance": 0.5, "endpoint_min_point_lead": 0.02}
+GATE_DEFAULTS = {"endpoint_max_drop": 0.05, "endpoint_min_above_chance": 0.5, "endpoint_min_point_lead": 0.05}
 GATE_SOURCE = ("convention: a working model is within endpoint_max_drop test accuracy of its point's seed median, "
                "keeps endpoint_min_above_chance of that median's lead over chance (1/classes), its point's median "
                "leads chance by endpoint_min_point_lead, and its test loss is finite")
