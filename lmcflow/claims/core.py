@@ -219,12 +219,12 @@ def _outcome(claim_: Claim, tables: dict, params: dict, scale: dict) -> tuple[Ou
     if claim_.unit == "pair":
         controls, records = nulls.null_controls(claim_, out, real, null_tables, params, NoData)
         out.criteria = out.criteria + controls
-    gate = gates.endpoint_gate(real, params, scale) if claim_.gate_endpoints else None
-    if gate and not gate["passed"]:
-        out.reason = gate["reason"] + (f"; {out.reason}" if out.reason else "")
     conv = convergence.convergence_gate(real, params) if claim_.converged else None
     if conv and not conv["passed"]:
         out.reason = conv["reason"] + (f"; {out.reason}" if out.reason else "")
+    gate = gates.endpoint_gate(real, params, scale) if claim_.gate_endpoints else None
+    if gate and not gate["passed"]:  # first in the reason: a useless model matters more than an unfinished one
+        out.reason = gate["reason"] + (f"; {out.reason}" if out.reason else "")
     out.details = {**out.details, **({"convergence_gate": conv} if conv else {})}
     return out, gate, records
 
