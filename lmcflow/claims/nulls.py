@@ -10,7 +10,8 @@ nearer 0 for a tolerance "within"), where δ = ``null_min_share`` × the real es
 criterion's threshold: at least that share of the real pairs' margin is something a useless partner does not have.
 The width claims' headline statistics are chosen so that a useless partner lands on their failing side (a merge
 that is "A plus nothing" is not the paper's merge: docs/claims.md), so a real pair passes this control by being
-better than the null, never merely different from it. Why and how it enters the verdict: docs/claims.md ("Null partners").
+better than the null, never merely different from it. Why and how it enters the verdict: docs/claims.md ("Null
+partners").
 """
 from __future__ import annotations
 

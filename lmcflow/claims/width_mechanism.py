@@ -17,7 +17,6 @@ from lmcflow.claims.width import (
     PAPER,
     WD,
     WIDTH_CLAIM,
-    upper_widths,
     fitted_decay_exponent,
     interior,
     layer_rows,
@@ -25,6 +24,7 @@ from lmcflow.claims.width import (
     n_weight_layers,
     over_widths,
     requires_mechanism,
+    upper_widths,
     widest_common,
     with_arms,
 )
@@ -357,7 +357,6 @@ def active_neuron_overlap(t: dict, p: dict) -> Outcome:
         frac_active=lambda d: (d.frac_active_a + d.frac_active_b) / 2)
     taus = sorted(set(df.active_threshold.dropna())) if "active_threshold" in df.columns else []
     need(len(taus) <= 1, f"one activity threshold τ per study (analysis.mechanism.active_threshold), got {taus}")
-    tau = f"τ = {taus[0]:g}" if taus else "τ as recorded"
     sample, widths, x = over_widths(df, ["active_jaccard", "active_jaccard_independent", "excess", "frac_active"],
                                     f"active-unit overlaps at ≥ 2 widths with layers ≥ {p['min_layer']}")
     widest = widths[-1]

@@ -20,7 +20,6 @@ from lmcflow.claims.width import (
     WD,
     WIDTH_CLAIM,
     arm_points,
-    error_barriers,
     interior,
     layer_rows,
     path_ends,
@@ -197,8 +196,8 @@ def random_permutation(t: dict, p: dict) -> Outcome:
                                         f"at the widest width {widest:g}",
                   estimate(lambda m: m["sensitivity", widest], sample), "<", p["max_permutation_sensitivity"],
                   source("max_permutation_sensitivity")),
-        Criterion("sensitivity_shrinks", f"|random − unpermuted| midpoint error at the widest width {widest:g} minus at "
-                                         f"the narrowest {narrowest:g}",
+        Criterion("sensitivity_shrinks", f"|random − unpermuted| midpoint error at the widest width {widest:g} minus "
+                                         f"at the narrowest {narrowest:g}",
                   estimate(lambda m: m["diff", widest] - m["diff", narrowest], sample), "<", 0.0,
                   "paper: the permutation matters less as width grows", kind="trend"),
     ]
