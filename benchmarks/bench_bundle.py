@@ -118,9 +118,9 @@ def member_drift(out: Path) -> dict:
 def bench_lambda(workdir: Path, data_path: str, repeats: int) -> dict:
     import torch
 
+    from lmcflow.checkpoints import load_checkpoint
     from lmcflow.config import Point, lambda_grid
     from lmcflow.data import load_dataset
-    from lmcflow.jobs.common import load_checkpoint
     from lmcflow.merging import evaluate_path
 
     torch.set_num_threads(1)

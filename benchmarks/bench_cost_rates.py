@@ -76,8 +76,8 @@ def train_steps(h: int, steps: int) -> float:
 def loop_overhead(k: int, rate: float) -> float:
     """CPU seconds per step of lmcflow's bundle loop beyond its arithmetic at ``rate`` FLOP/s."""
     from lmcflow.bundle_training import Member, train_bundle
+    from lmcflow.checkpoints import init_model
     from lmcflow.data import Dataset
-    from lmcflow.jobs.common import init_model
     from lmcflow.models import ModelSpec
 
     g = torch.Generator().manual_seed(0)

@@ -27,11 +27,11 @@ import time
 import torch
 
 from lmcflow.bundle_training import Member, train_bundle
+from lmcflow.checkpoints import init_model
 from lmcflow.data import TORCHVISION_DATASETS, Dataset
+from lmcflow.evaluation import resolve_device
 from lmcflow.io import write_json
-from lmcflow.jobs.common import init_model
 from lmcflow.models import ModelSpec, count_parameters
-from lmcflow.training import resolve_device
 
 CASES = [  # (arch, dataset, width, model fields, augment) as in config/paper_width.yaml
     ("mlp", "mnist", 1.0, {"depth": 3, "base_width": 512}, "none"),

@@ -25,9 +25,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from lmcflow.data import TORCHVISION_DATASETS, Dataset
+from lmcflow.evaluation import resolve_device
 from lmcflow.io import write_json
 from lmcflow.models import ModelSpec, build_model, count_parameters
-from lmcflow.training import resolve_device, train
+from lmcflow.training import train
 
 
 def forward_flops(model: torch.nn.Module, in_shape) -> float:

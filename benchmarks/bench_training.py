@@ -15,8 +15,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from lmcflow.evaluation import autocast, cpu_has_fast_bf16
 from lmcflow.models import ModelSpec, build_model
-from lmcflow.training import autocast, cpu_has_fast_bf16
 
 
 def time_steps(model, x, y, precision, steps):

@@ -21,8 +21,8 @@ import time
 import torch
 
 from lmcflow.alignment import permutation_spec, weight_matching
+from lmcflow.evaluation import resolve_device
 from lmcflow.models import ModelSpec, build_model, count_parameters
-from lmcflow.training import resolve_device
 
 
 def _sync(device):

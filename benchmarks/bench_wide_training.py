@@ -8,7 +8,7 @@ momentum 0.9 weight decay 3e-3, fp32):
   preallocated outputs: the step's arithmetic at the machine's rate;
 * ``step``: one training step as ``lmcflow.training.train`` takes it (forward, cross-entropy, zero_grad,
   backward, the optimizer from ``lmcflow.training.optimizer_for``);
-* ``eval``: ``lmcflow.training.predict`` of the λ = ½ model over 4,096 inputs (what a λ path does, per λ) against
+* ``eval``: ``lmcflow.evaluation.predict`` of the λ = ½ model over 4,096 inputs (what a λ path does, per λ) against
   the three forward matmuls of that batch;
 * ``mechanism`` (widest width only): ``lmcflow.mechanism.layer_metrics`` of two models on 2,000 inputs at
   λ ∈ {¼, ½, ¾}, reported as seconds, as a multiple of one forward pass of those inputs at the GEMM rate, and
@@ -32,10 +32,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+from lmcflow.evaluation import predict
 from lmcflow.kernels import keep_freed_memory, set_threads
 from lmcflow.merging import interpolate_state
 from lmcflow.models import ModelSpec, build_model
-from lmcflow.training import optimizer_for, predict
+from lmcflow.training import optimizer_for
 
 TRAIN = {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 3e-3}
 

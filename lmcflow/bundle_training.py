@@ -17,21 +17,13 @@ from safetensors import safe_open
 from torch import nn
 
 from lmcflow.config import EXECUTION_KEYS, learning_settings
+from lmcflow.evaluation import resolve_precision
+from lmcflow.random_ops import check_random_ops, step_keys
 from lmcflow.seeding import generator
 from lmcflow.stacked_model import Stack, bundle_forward, member_losses
-from lmcflow.training import (
-    DivergenceError,
-    _optimizer_tensors,
-    apply_crop_flip,
-    crop_flip_draws,
-    lr_at,
-    optimizer_for,
-    read_state,
-    resolve_precision,
-    train,
-    usable_state,
-    write_state,
-)
+from lmcflow.state import load_into
+from lmcflow.train_state import optimizer_tensors, read_state, usable_state, write_state
+from lmcflow.training import DivergenceError, apply_crop_flip, crop_flip_draws, lr_at, optimizer_for, train
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +34,7 @@ __all__ = ["EXECUTION_KEYS", "Member", "Stack", "check_bundle", "learning_settin
 class Member:
     """One model of a bundle.
 
-    model       built by ``lmcflow.jobs.common.init_model(spec, seed)``; trained in place
+    model       built by ``lmcflow.checkpoints.init_model(spec, seed)``; trained in place
     data        its ``lmcflow.data.Dataset`` on the training device (members may share one object)
     seed        its seed (data order and augmentation derive from it, as in ``training.train``)
     cfg         its point's ``train`` block
@@ -109,7 +101,7 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None, sta
     Results hold ``history`` (per epoch: epoch, train_loss, train_acc, lr, as ``training.train``),
     ``precision``, ``train_seconds`` (the bundle's loop time in this process, shared by its members)
     and ``restored`` (True if the member's final state came from disk and it trained no step here).
-    Members with a state file resume from it when its digest matches (``training.usable_state``);
+    Members with a state file resume from it when its digest matches (``train_state.usable_state``);
     members at different epochs train as separate stacked sub-bundles. States are saved every
     ``checkpoint_every`` epochs and deleted when every member finished.
 
@@ -139,7 +131,7 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None, sta
     for i, m in enumerate(members):
         if usable_state(m.state_path, m.digest):
             tensors, meta = read_state(m.state_path)
-            m.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
+            load_into(m.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
             gens[i].set_state(tensors["rng/data"])
             start[i], histories[i] = int(meta["epoch"]), list(meta["history"])
             saved[i] = ({k: v for k, v in tensors.items() if k.startswith("opt/")}, meta["optimizer"])
@@ -165,7 +157,7 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None, sta
         # state needs no optimizer state, and its data-order generator is never drawn from again.
         for m, r, g in zip(members, results, gens, strict=True):
             if r["diverged"] is None and m.state_path is not None and not r["restored"]:
-                _, scalars = _optimizer_tensors(optimizer_for(list(m.model.parameters()), cfg))
+                _, scalars = optimizer_tensors(optimizer_for(list(m.model.parameters()), cfg))
                 write_state(m.state_path, m.model.state_dict(), {}, scalars, g, epochs, r["history"], m.digest)
         lines = "; ".join(f"{d['name']}: loss={d['loss']} at epoch {d['epoch']}/{epochs}, step {d['step']}/"
                           f"{d['steps_per_epoch']} (global step {d['global_step']}), lr={d['lr']:.4g}"
@@ -225,7 +217,8 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
     y_all = distinct[0].y["train"] if len(xs) == 1 else torch.stack([d.y["train"] for d in distinct])
     sample_shape = tuple(xs[0].shape[1:])
     names = [m.name for m in members]
-    step_losses = bundle_forward(stack, task, device, precision, cfg.get("compile", False))
+    random_ops = check_random_ops(members[0].model, sample_shape, members[0].name)
+    step_losses = bundle_forward(stack, task, device, precision, cfg.get("compile", False), random_ops)
     log.info(f"[bundle] training {len(members)} members from epoch {start_epoch}: {', '.join(names)} "
              f"({len(xs)} distinct training set{'s' if len(xs) > 1 else ''}, precision {precision})")
     t0 = time.perf_counter()
@@ -260,7 +253,8 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
                 xb = apply_crop_flip(xb.view(k * b, *sample_shape), flip, dx, dy).view(k, b, *sample_shape)
             if on_batch is not None:
                 on_batch(epoch, i, [names[p] for p in active], xb, yb)
-            losses, out = step_losses(stack.params, stack.buffers, xb, yb)
+            keys = step_keys([members[p].seed for p in active], step, device) if random_ops else None
+            losses, out = step_losses(stack.params, stack.buffers, xb, yb, keys)
             finite = torch.isfinite(losses)
             if not bool(finite.all()):
                 bad = [r for r in range(len(active)) if not finite[r]]
@@ -284,7 +278,8 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
                     group["lr"] = lr
                 perms, loss_sum, correct = perms[rows], loss_sum[rows], correct[rows]
                 xb, yb = xb[rows], yb[rows]
-                losses, out = step_losses(stack.params, stack.buffers, xb, yb)
+                keys = keys[rows] if keys is not None else None
+                losses, out = step_losses(stack.params, stack.buffers, xb, yb, keys)
             opt.zero_grad(set_to_none=True)
             losses.sum().backward()
             opt.step()
@@ -308,6 +303,6 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
                                 epoch + 1, histories[p], m.digest)
     seconds = time.perf_counter() - t0
     for r, p in enumerate(active):
-        members[p].model.load_state_dict(stack.member_state(r))
+        load_into(members[p].model, stack.member_state(r))
     for res in results:
         res["train_seconds"] = seconds

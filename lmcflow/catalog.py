@@ -22,6 +22,7 @@ class TorchvisionDataset:
     num_classes: int
     raw_files: tuple  # files torchvision expects in its raw folder (MNIST family)
     archive_dir: str = ""  # for CIFAR: the extracted folder torchvision expects under root
+    n_train: int = 60000  # examples in the published training split (validation is carved from it)
 
 
 _MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -30,8 +31,8 @@ _MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
 TORCHVISION_DATASETS = {
     "mnist": TorchvisionDataset("mnist", "MNIST", (1, 28, 28), 10, _MNIST_FILES),
     "fashion_mnist": TorchvisionDataset("fashion_mnist", "FashionMNIST", (1, 28, 28), 10, _MNIST_FILES),
-    "cifar10": TorchvisionDataset("cifar10", "CIFAR10", (3, 32, 32), 10, (), "cifar-10-batches-py"),
-    "cifar100": TorchvisionDataset("cifar100", "CIFAR100", (3, 32, 32), 100, (), "cifar-100-python"),
+    "cifar10": TorchvisionDataset("cifar10", "CIFAR10", (3, 32, 32), 10, (), "cifar-10-batches-py", 50000),
+    "cifar100": TorchvisionDataset("cifar100", "CIFAR100", (3, 32, 32), 100, (), "cifar-100-python", 50000),
 }
 
 ARCHITECTURES = ("mlp", "vgg11", "resnet20", "sum_relu")

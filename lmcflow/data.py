@@ -9,10 +9,8 @@ sizes a DataLoader with worker processes only costs time.
 """
 from __future__ import annotations
 
-import gzip
+import hashlib
 import logging
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +18,8 @@ import numpy as np
 import torch
 
 from lmcflow.catalog import TORCHVISION_DATASETS, TorchvisionDataset, dataset_names  # noqa: F401  (re-exported)
-from lmcflow.io import load_tensors, save_tensors
+from lmcflow.data_files import DataFileError, check_cifar, stage_mnist, train_label_counts
+from lmcflow.io import CorruptFileError, load_tensors, save_tensors
 from lmcflow.seeding import generator
 
 log = logging.getLogger(__name__)
@@ -61,33 +60,18 @@ def _find_mnist_layout(ds: TorchvisionDataset, folder: Path) -> dict[str, Path] 
 
 def _is_fashion_mnist(found: dict[str, Path]) -> bool:
     """Fashion-MNIST's 60000 training labels are exactly 6000 per class; MNIST's are not (5421 to 6742)."""
-    src = found["train-labels-idx1-ubyte"]
-    opener = gzip.open if src.suffix == ".gz" else open
-    with opener(src, "rb") as f:
-        labels = np.frombuffer(f.read()[8:], dtype=np.uint8)
-    counts = np.bincount(labels, minlength=10)
-    return len(labels) == 60000 and bool((counts == 6000).all())
+    counts = train_label_counts(found["train-labels-idx1-ubyte"])
+    return counts[:10] == [6000] * 10 and not any(counts[10:])
 
 
 def _stage_mnist(found: dict[str, Path], ds: TorchvisionDataset, cache_root: Path) -> Path:
-    """Decompress raw files into torchvision's expected ``<root>/<Class>/raw`` layout.
+    """Raw files, decompressed, in torchvision's expected ``<root>/<Class>/raw`` layout, each checked against the
+    published file by size and SHA-256 (``lmcflow.data_files``); a stale or partial staged copy is replaced.
 
-    Debian's gzip files differ in md5 from torchvision's list (recompressed), but
-    the decompressed bytes are the real data, and torchvision checks no md5 when
-    it is not downloading.
+    Debian's gzip files differ in MD5 from torchvision's list (recompressed); the decompressed bytes are the
+    published data, and torchvision checks no MD5 when it is not downloading.
     """
-    raw = cache_root / ds.tv_class / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
-    for stem, src in found.items():
-        dst = raw / stem
-        if dst.exists():
-            continue
-        # A unique temporary name: two prepare jobs (e.g. a dataset and its subset) may stage at once.
-        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-        opener = gzip.open if src.suffix == ".gz" else open
-        with opener(src, "rb") as fin, open(tmp, "wb") as fout:
-            shutil.copyfileobj(fin, fout)
-        tmp.replace(dst)
+    stage_mnist(found, ds.name, cache_root / ds.tv_class / "raw")
     return cache_root
 
 
@@ -110,6 +94,7 @@ def _load_torchvision(ds: TorchvisionDataset, search_paths, cache_root: Path, do
                 break
         elif (p / ds.archive_dir).is_dir():
             log.info(f"[data] {ds.name}: extracted archive found in {p}")
+            check_cifar(p / ds.archive_dir, cls)
             root = p
             break
     if root is None and download:
@@ -118,12 +103,17 @@ def _load_torchvision(ds: TorchvisionDataset, search_paths, cache_root: Path, do
             cls(root=str(cache_root), train=True, download=True)
             cls(root=str(cache_root), train=False, download=True)
             root = cache_root
+            if ds.raw_files:  # torchvision checked the .gz MD5s; check what it unpacked
+                _stage_mnist({s: cache_root / ds.tv_class / "raw" / s for s in ds.raw_files}, ds, cache_root)
         except Exception as err:  # network errors come in many types
             raise DataNotFoundError(_missing_message(ds, searched, f"download failed: {err}")) from err
     if root is None:
         raise DataNotFoundError(_missing_message(ds, searched, "data.download is false"))
-    train = cls(root=str(root), train=True, download=False)
-    test = cls(root=str(root), train=False, download=False)
+    try:
+        train = cls(root=str(root), train=True, download=False)
+        test = cls(root=str(root), train=False, download=False)
+    except (RuntimeError, ValueError, EOFError, OSError) as err:  # torchvision's own shape and integrity errors
+        raise DataFileError(f"{ds.name} in {root}: torchvision cannot read it ({err})") from err
     return _as_array(train), _as_array(test)
 
 
@@ -194,7 +184,7 @@ def prepare_dataset(name: str, data_cfg: dict, out_path, cache_root) -> dict:
     else:
         raise ValueError(f"dataset {name!r} is unknown; allowed: {', '.join(dataset_names(data_cfg))}")
     meta.update(val_size=val_size, split_seed=split_seed,
-                sizes={s: int(len(tensors[f"y_{s}"])) for s in SPLITS})
+                sizes={s: int(len(tensors[f"y_{s}"])) for s in SPLITS}, tensors_sha256=tensors_sha256(tensors))
     save_tensors(out_path, tensors, meta)
     log.info(f"[data] {name}: wrote {out_path} sizes={meta['sizes']}")
     return meta
@@ -244,7 +234,7 @@ def _prepare_subset(name: str, subset: dict, data_cfg: dict, out_path, cache_roo
             "in_shape": list(ds.in_shape), "num_classes": ds.num_classes, "task": "classification",
             "mean": mean.flatten().tolist(), "std": std.flatten().tolist(),
             "val_size": val_size, "split_seed": split_seed,
-            "sizes": {s: int(len(tensors[f"y_{s}"])) for s in SPLITS}}
+            "sizes": {s: int(len(tensors[f"y_{s}"])) for s in SPLITS}, "tensors_sha256": tensors_sha256(tensors)}
     save_tensors(out_path, tensors, meta)
     log.info(f"[data] {name} (subset of {base}): wrote {out_path} sizes={meta['sizes']}")
     return meta
@@ -283,8 +273,23 @@ class Dataset:
         return Dataset(dict(self.x), {**self.y, "train": y[perm]}, {**self.meta, "shuffled_labels_seed": int(seed)})
 
 
+def tensors_sha256(tensors: dict) -> str:
+    """SHA-256 of a prepared dataset's tensors (names, dtypes, shapes and bytes, in name order)."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].contiguous().cpu()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.view(torch.uint8).numpy().data if t.numel() else b"")
+    return h.hexdigest()
+
+
 def load_dataset(path) -> Dataset:
+    """A prepared dataset, its tensors checked against the SHA-256 its file records (a flipped byte in the data
+    region is otherwise read as a value)."""
     tensors, meta = load_tensors(path, rebuild_hint="rule prepare_data")
+    if "tensors_sha256" in meta and tensors_sha256(tensors) != meta["tensors_sha256"]:
+        raise CorruptFileError(f"{path}: its tensors do not match the SHA-256 the file records (corrupt); delete it "
+                               "and rebuild it with rule prepare_data")
     return Dataset({s: tensors[f"x_{s}"] for s in SPLITS}, {s: tensors[f"y_{s}"] for s in SPLITS}, meta)
 
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lmcflow.config import ConfigError
+from lmcflow.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,9 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from lmcflow.evaluation import metrics_from_outputs, predict, reset_bn_stats
 from lmcflow.metrics import cross_entropy_at, fit_inverse_temperature
-from lmcflow.training import metrics_from_outputs, predict, reset_bn_stats
+from lmcflow.state import like_state
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def interpolate_state(sd_a: dict, sd_b: dict, lam: float) -> dict:
             out[k] = a.clone() if lam == 0 else b.clone() if lam == 1 else torch.lerp(a, b, lam)
         else:
             out[k] = a.clone()
-    return out
+    return like_state(out, sd_a)
 
 
 def path_inputs(data, train_eval_size=None, bn_reset_size=None) -> tuple[dict, dict, torch.Tensor]:
@@ -326,7 +327,9 @@ def _stacked_outputs(model: nn.Module, sd_a: dict, sd_b: dict, lams: list[float]
             stacked[p + "running_mean"].zero_()
             stacked[p + "running_var"].fill_(1)
             stacked[p + "num_batches_tracked"].zero_()
-        base.train()
+        base.eval()
+        for _, m in bns:  # only the statistics in train mode, as reset_bn_stats: dropout stays off
+            m.train()
         for b, i in enumerate(range(0, len(x_bn), bn_batch_size)):
             for _, m in bns:
                 m.momentum = 1.0 / (b + 1)

@@ -11,7 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from lmcflow.training import _optimizer_tensors, autocast
+from lmcflow.evaluation import autocast
+from lmcflow.random_ops import SeededRandomness
+from lmcflow.train_state import optimizer_tensors
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +74,8 @@ class Stack:
         return [names[id(p)] for g in opt.param_groups for p in g["params"]]
 
     def member_opt_state(self, opt: torch.optim.Optimizer, k: int) -> tuple[dict, dict]:
-        """(tensors, scalars) of member k's optimizer state in ``training.write_state``'s format."""
-        tensors, scalars = _optimizer_tensors(opt)
+        """(tensors, scalars) of member k's optimizer state in ``train_state.write_state``'s format."""
+        tensors, scalars = optimizer_tensors(opt)
         names = self._opt_names(opt)
         out = {}
         for key, val in tensors.items():
@@ -112,26 +114,39 @@ def member_losses(out: torch.Tensor, y: torch.Tensor, task: str) -> torch.Tensor
     return F.cross_entropy(out.reshape(k * b, c), y.reshape(k * b), reduction="none").view(k, b).mean(1)
 
 
-def bundle_forward(stack: Stack, task: str, device: torch.device, precision: str, compile_mode):
-    """(params, buffers, xb, yb) -> (per-member mean losses, fp32 outputs): the bundle's forward pass.
+def bundle_forward(stack: Stack, task: str, device: torch.device, precision: str, compile_mode,
+                   random_ops: bool = False):
+    """(params, buffers, xb, yb, keys) -> (per-member mean losses, fp32 outputs): the bundle's forward pass.
+
+    With ``random_ops`` the model's random ops (dropout, ...) draw from each member's own stream
+    (``lmcflow.random_ops``): ``keys`` holds the members' step keys (``random_ops.step_keys``), else it is None.
 
     ``compile_mode`` (``train.compile``: false, ``default`` or ``reduce-overhead``) wraps it in
     ``torch.compile`` on CUDA, where narrow models are bound by kernel launches; it is never used on
     the CPU. Compiled kernels fuse and reorder floating-point work, so results differ from eager
     ones at rounding level (resumable states stay valid: the digest ignores this key).
     """
-    def forward_losses(params, buffers, xb, yb):
+    randomness = SeededRandomness() if random_ops else None
+
+    def forward_losses(params, buffers, xb, yb, keys=None):
         views = {n: stack._from_layout(n, p) for n, p in params.items()}
 
         def call(p, b, xs):
             return functional_call(stack.base, (p, b), (xs,))
 
+        def call_seeded(p, b, xs, key):
+            with randomness.at(key):
+                return functional_call(stack.base, (p, b), (xs,))
+
         with autocast(device, precision):
-            out = vmap(call)(views, buffers, xb)
+            out = vmap(call)(views, buffers, xb) if randomness is None else \
+                vmap(call_seeded)(views, buffers, xb, keys)
         out = out.float()
         return member_losses(out, yb, task), out
 
-    if not compile_mode:
+    if not compile_mode or randomness is not None:
+        if compile_mode and device.type == "cuda":
+            log.info("[bundle] train.compile is not used for models with random ops; running eagerly")
         return forward_losses
     if device.type != "cuda":
         log.info(f"[bundle] train.compile={compile_mode!r} is for CUDA only; running eagerly on {device.type}")

@@ -1,4 +1,5 @@
-"""Training and evaluation on in-memory tensors.
+"""Training on in-memory tensors (evaluation: ``lmcflow.evaluation``; the resumable state file:
+``lmcflow.train_state``).
 
 Short, direct PyTorch in the style of airbench: the whole dataset lives on the
 device, each epoch draws one permutation from a seeded generator, and the
@@ -7,7 +8,6 @@ exactly the same sequence of batches and learning rates.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors import SafetensorError, safe_open
 from torch import nn
-from torch.optim.swa_utils import update_bn
 
-from lmcflow.io import CorruptFileError, load_tensors, save_tensors
+from lmcflow.evaluation import autocast, loss_fn, resolve_precision
+from lmcflow.random_ops import SeededRandomness, check_random_ops, step_key
 from lmcflow.seeding import generator
+from lmcflow.train_state import load_state, save_state, usable_state
 
 log = logging.getLogger(__name__)
 
@@ -34,51 +34,6 @@ class DivergenceError(RuntimeError):
         super().__init__(message)
         self.diverged = diverged or []
         self.results = results or []
-
-
-def resolve_device(choice: str = "auto") -> torch.device:
-    if choice == "auto":
-        choice = "cuda" if torch.cuda.is_available() else "cpu"
-    if choice.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise RuntimeError("device: cuda was requested but torch sees no CUDA device; use device: auto or cpu")
-        use_strict_fp32_on_cuda()
-    return torch.device(choice)
-
-
-def use_strict_fp32_on_cuda() -> None:
-    """fp32 means IEEE fp32 on GPUs too.
-
-    cuDNN convolutions default to TF32 on Ampere and later (10-bit mantissa), which would make
-    every "fp32" metric of a conv net a reduced-precision one. Reduced precision is an explicit
-    lever (``train.precision: bf16``, the default on GPUs via ``auto``), never a silent one.
-    cuBLAS needs a fixed workspace to be deterministic; it must be set before its first use.
-    """
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-
-
-def cpu_has_fast_bf16() -> bool:
-    """AMX or AVX512-BF16: bf16 matmuls are then several times faster than fp32."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
-
-
-def resolve_precision(choice: str, device: torch.device) -> str:
-    """``auto`` picks bf16 autocast only where the hardware runs it fast."""
-    if choice != "auto":
-        return choice
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    return "bf16" if cpu_has_fast_bf16() else "fp32"
-
-
-def autocast(device: torch.device, precision: str):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=(precision == "bf16"))
 
 
 def lr_at(step: int, total_steps: int, cfg: dict) -> float:
@@ -155,98 +110,6 @@ def apply_crop_flip(x: torch.Tensor, flip: torch.Tensor, dx: torch.Tensor, dy: t
     return torch.where(flip.to(x.device)[:, None, None, None], out.flip(3), out)
 
 
-def loss_fn(task: str):
-    return F.mse_loss if task == "regression" else F.cross_entropy
-
-
-@torch.no_grad()
-def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 4096) -> torch.Tensor:
-    """Model outputs in fp32, eval mode (metrics are never computed in reduced precision)."""
-    model.eval()
-    return torch.cat([model(x[i:i + batch_size]).float() for i in range(0, len(x), batch_size)])
-
-
-def metrics_from_outputs(out: torch.Tensor, y: torch.Tensor, task: str) -> dict:
-    if task == "regression":
-        return {"loss": F.mse_loss(out.squeeze(-1), y.float()).item(), "acc": float("nan")}
-    return {"loss": F.cross_entropy(out, y).item(), "acc": (out.argmax(1) == y).float().mean().item()}
-
-
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: str = "classification") -> dict:
-    return metrics_from_outputs(predict(model, x), y, task)
-
-
-def reset_bn_stats(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> None:
-    """Re-estimate BatchNorm running statistics with one pass over ``x`` in train mode; leaves ``model`` in eval.
-
-    ``torch.optim.swa_utils.update_bn`` zeroes the statistics and sets momentum=None for the pass, so they are
-    an exact cumulative average over the batches and do not depend on the batch order's recency.
-    """
-    update_bn(x.split(batch_size), model)
-    model.eval()
-
-
-# --------------------------------------------------------------------------- resumable state
-def _optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict, dict]:
-    sd = opt.state_dict()
-    tensors, scalars = {}, {"param_groups": sd["param_groups"], "state": {}}
-    for idx, st in sd["state"].items():
-        for key, val in st.items():
-            if isinstance(val, torch.Tensor):
-                tensors[f"opt/{idx}/{key}"] = val
-            else:
-                scalars["state"].setdefault(str(idx), {})[key] = val
-    return tensors, scalars
-
-
-def _restore_optimizer(opt, tensors: dict, scalars: dict) -> None:
-    state: dict = {}
-    for name, val in tensors.items():
-        if name.startswith("opt/"):
-            _, idx, key = name.split("/", 2)
-            state.setdefault(int(idx), {})[key] = val
-    for idx, st in scalars["state"].items():
-        state.setdefault(int(idx), {}).update(st)
-    opt.load_state_dict({"state": state, "param_groups": scalars["param_groups"]})
-
-
-def save_state(path, model, opt, g_data: torch.Generator, epoch: int, history: list,
-               digest: str | None = None) -> None:
-    """Everything needed to continue training bit-identically after ``epoch`` epochs.
-
-    ``digest`` identifies the configuration that produced the state (``lmcflow.jobs.train.train_digest``);
-    a later run with another configuration discards the state instead of resuming it.
-    """
-    opt_t, opt_s = _optimizer_tensors(opt)
-    write_state(path, model.state_dict(), opt_t, opt_s, g_data, epoch, history, digest)
-
-
-def write_state(path, model_state: dict, opt_tensors: dict, opt_scalars: dict, g_data: torch.Generator,
-                epoch: int, history: list, digest: str | None) -> None:
-    """The state file format shared by single-model and bundled training (a state written by one
-    resumes in the other): ``model/<name>``, ``opt/<param index>/<key>``, ``rng/data``, ``rng/torch``
-    tensors; epoch, optimizer scalars, history and config digest as metadata."""
-    tensors = {f"model/{k}": v for k, v in model_state.items()}
-    tensors.update(opt_tensors)
-    tensors["rng/data"] = g_data.get_state()
-    tensors["rng/torch"] = torch.get_rng_state()
-    save_tensors(path, tensors, {"epoch": epoch, "optimizer": opt_scalars, "history": history, "digest": digest})
-
-
-def read_state(path) -> tuple[dict, dict]:
-    """(tensors, metadata) of a state file written by ``write_state``."""
-    return load_tensors(path, rebuild_hint="a fresh training run (delete the state file)")
-
-
-def load_state(path, model, opt, g_data: torch.Generator) -> tuple[int, list]:
-    tensors, meta = read_state(path)
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
-    _restore_optimizer(opt, tensors, meta["optimizer"])
-    g_data.set_state(tensors["rng/data"])
-    torch.set_rng_state(tensors["rng/torch"])
-    return int(meta["epoch"]), list(meta["history"])
-
-
 def late_loss_drop(history: list[dict]) -> float:
     """How much the per-epoch mean training loss still fell over the last fifth of training:
     L[E − ⌈E/5⌉] − L[E] for E epochs (NaN with fewer than 2 epochs). A converged run has a small value
@@ -256,31 +119,6 @@ def late_loss_drop(history: list[dict]) -> float:
         return math.nan
     k = math.ceil(len(losses) / 5)
     return losses[-1 - k] - losses[-1]
-
-
-def usable_state(path, digest: str | None) -> bool:
-    """True if a resumable state exists at ``path`` and was written for configuration ``digest``.
-
-    A state of another configuration (or without a digest, when one is expected) is deleted with a
-    warning: resuming it would continue stale weights under a changed config. ``digest=None``
-    accepts any state.
-    """
-    if path is None or not Path(path).exists():
-        return False
-    if digest is None:
-        return True
-    try:
-        with safe_open(str(path), framework="pt") as fh:
-            stored = json.loads((fh.metadata() or {}).get("lmcflow", "{}")).get("digest")
-    except (SafetensorError, OSError, ValueError) as err:
-        raise CorruptFileError(f"{path}: cannot be read as a training state ({err}). Delete it; the model "
-                               f"then trains from scratch.") from err
-    if stored == digest:
-        return True
-    log.warning(f"[train] {path}: state of another configuration (digest {str(stored)[:12]}, expected "
-                f"{digest[:12]}); deleted, training from scratch")
-    os.unlink(path)
-    return False
 
 
 # --------------------------------------------------------------------------- training loop
@@ -313,6 +151,8 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
         start_epoch, history = load_state(state_path, model, opt, g_data)
         log.info(f"[train] resumed from {state_path} after epoch {start_epoch}")
     every = int(cfg.get("checkpoint_every", 0) or 0)
+    # dropout and other random ops draw from the model's own stream (lmcflow.random_ops), as in a bundle
+    randomness = SeededRandomness() if check_random_ops(model, tuple(x.shape[1:]), name or "the model") else None
     t0 = time.perf_counter()
     for epoch in range(start_epoch, epochs):
         model.train()
@@ -329,7 +169,11 @@ def train(model: nn.Module, data, cfg: dict, seed: int, device: torch.device,
             if augment == "crop_flip":
                 xb = augment_crop_flip(xb, g_data)
             with autocast(device, precision):
-                out = model(xb)
+                if randomness is None:
+                    out = model(xb)
+                else:
+                    with randomness.at(torch.tensor(step_key(seed, step), device=device)):
+                        out = model(xb)
             out = out.float()
             loss = lossf(out.squeeze(-1), yb.float()) if task == "regression" else lossf(out, yb)
             if not torch.isfinite(loss):

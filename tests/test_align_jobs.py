@@ -8,22 +8,24 @@ import pytest
 import torch
 
 from lmcflow.alignment import (
+    aligned_pair,
     apply_permutation,
+    load_alignment_block,
     load_permutation_sets,
     permutation_spec,
     random_permutation,
     to_dense_form,
 )
+from lmcflow.checkpoints import load_checkpoint, load_models
 from lmcflow.config import Point
+from lmcflow.evaluation import predict
 from lmcflow.io import CorruptFileError, load_tensors, save_tensors
-from lmcflow.jobs.align import aligned_pair, load_alignment_block, run_align_block
-from lmcflow.jobs.common import load_checkpoint, load_models
+from lmcflow.jobs.align import run_align_block
 from lmcflow.jobs.mechanism import run_mechanism_block
 from lmcflow.jobs.merge import run_merge_block
 from lmcflow.jobs.train import run_train
 from lmcflow.symmetry import effective_state_dict
 from lmcflow.tables import TABLES, barrier_rows, read_table, write_table
-from lmcflow.training import predict
 
 W_ASYM = {"kind": "w_asymmetric", "sigma_f": 1.0, "mask_seed": 3, "n_fixed": 0.25}
 

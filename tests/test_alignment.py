@@ -19,9 +19,9 @@ from lmcflow.alignment import (
     weight_matching_objective,
 )
 from lmcflow.correlation import feature_correlations
+from lmcflow.evaluation import reset_bn_stats
 from lmcflow.merging import interpolate_state
 from lmcflow.models import ModelSpec, build_model
-from lmcflow.training import reset_bn_stats
 
 IN_SHAPE = {"mlp": (1, 6, 6), "vgg11": (3, 16, 16), "resnet20": (3, 12, 12)}
 

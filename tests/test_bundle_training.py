@@ -22,12 +22,13 @@ import pytest
 import torch
 
 from lmcflow.bundle_training import Member, Stack, check_bundle, train_bundle
+from lmcflow.checkpoints import init_model, load_checkpoint
 from lmcflow.config import Point
 from lmcflow.data import Dataset
 from lmcflow.io import load_tensors, save_tensors, sha256_file
-from lmcflow.jobs.common import init_model, load_checkpoint
 from lmcflow.jobs.train import run_train, run_train_bundle
 from lmcflow.models import ModelSpec
+from lmcflow.random_ops import SeededRandomness, check_random_ops, step_key
 from lmcflow.tables import read_table
 from lmcflow.training import DivergenceError, optimizer_for, train
 
@@ -244,6 +245,49 @@ def test_bundle_refuses_members_that_cannot_share_it(small_data):
         check_bundle([a, Member(init_model(asym, 1), small_data, 1, CFG, name="t/d seed=1")])
     # execution-only keys may differ
     check_bundle([a, Member(init_model(MLP, 1), small_data, 1, dict(CFG, checkpoint_every=0, bundle=4), name="e")])
+
+
+def dropout_mlp(num_classes: int, in_shape: tuple, hidden: int = 32) -> torch.nn.Module:
+    """A user's MLP with active dropout (``model.factory: tests.test_bundle_training:dropout_mlp``)."""
+    nn = torch.nn
+    return nn.Sequential(nn.Linear(in_shape[0], hidden), nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, hidden),
+                         nn.ReLU(), nn.Dropout(0.1), nn.Linear(hidden, num_classes))
+
+
+DROPOUT_MLP = ModelSpec("factory", (20,), 4, factory="tests.test_bundle_training:dropout_mlp")
+
+
+def test_dropout_trains_in_a_bundle_with_each_models_own_stream(small_data):
+    """A member's dropout masks come from its own seed: in a bundle of 3 each model equals, bit for bit, its run
+    in a stacked bundle of its own (the promise of docs/usage.md, "Bundles": CPU, one thread, MLP), and its
+    unstacked single run within the bundles' rounding drift (same masks; dropout itself moves the weights far
+    more than that). The masks differ between seeds and keep 1 - p of the units."""
+    seeds = (0, 1, 2)
+    cfg = dict(CFG, epochs=2)
+    torch.set_num_threads(1)
+    models, _ = bundle_run([(DROPOUT_MLP, s) for s in seeds], small_data, cfg)
+    for k, s in enumerate(seeds):
+        alone = Member(init_model(DROPOUT_MLP, s), small_data, s, cfg)
+        train_bundle([alone], CPU, stack_alone=True)
+        assert all(torch.equal(v, models[k].state_dict()[n]) for n, v in alone.model.state_dict().items()), s
+        solo, _ = single_run(DROPOUT_MLP, small_data, cfg, s)
+        assert max_diff(solo, models[k]) < WEIGHT_TOL, s
+        undropped = Member(init_model(DROPOUT_MLP, s), small_data, s, cfg)
+        for m in undropped.model.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.0
+        train_bundle([undropped], CPU, stack_alone=True)
+        assert max_diff(undropped.model, models[k]) > 100 * WEIGHT_TOL, s  # the masks were applied
+    masks = [SeededRandomness().at(torch.tensor(step_key(s, 7)))._keep((64, 32), CPU, 0.1) for s in seeds]
+    assert all(not torch.equal(masks[i], masks[j]) for i in range(3) for j in range(i))
+    assert all(abs(m.float().mean().item() - 0.9) < 0.02 for m in masks)
+
+
+def test_random_ops_lmcflow_cannot_seed_are_refused_before_training(small_data):
+    model = torch.nn.Sequential(torch.nn.Linear(20, 8), torch.nn.RReLU(), torch.nn.Linear(8, 4))
+    with pytest.raises(ValueError, match="rrelu"):
+        train(model, small_data, CFG, 0, CPU, name="rrelu net")
+    assert check_random_ops(init_model(DROPOUT_MLP, 0), (20,)) and not check_random_ops(init_model(MLP, 0), (20,))
 
 
 # --------------------------------------------------------------------------- resumption

@@ -16,6 +16,7 @@ import torch
 from lmcflow.claims import REGISTRY, claim_row, evaluate_claim
 from lmcflow.claims.gates import GATE_DEFAULTS, dataset_facts, endpoint_gate
 from lmcflow.claims.margins import comparability, keeps_for
+from lmcflow.cli import format_claim
 from lmcflow.tables import TABLES, barrier_rows, make_frame
 from tests.claim_tables import table
 
@@ -125,13 +126,14 @@ INTERP = dict(TABLES["interpolation"])
 def studies(fmnist_path):
     """Tables of one width study (4 seeds × 2 widths, MLPs on 2,000 Fashion-MNIST images, weight decay 3e-3) and
     of the same study with seed 3 replaced by an untrained model and by one trained on shuffled labels."""
+    from lmcflow.checkpoints import init_model
     from lmcflow.config import lambda_grid
     from lmcflow.data import Dataset, load_dataset
-    from lmcflow.jobs.common import init_model
+    from lmcflow.evaluation import evaluate
     from lmcflow.merging import evaluate_path
     from lmcflow.models import ModelSpec
     from lmcflow.seeding import generator
-    from lmcflow.training import evaluate, late_loss_drop, train
+    from lmcflow.training import late_loss_drop, train
 
     full = load_dataset(fmnist_path)
     x, y = full.x["train"][:2000], full.y["train"][:2000]
@@ -197,6 +199,8 @@ def test_a_useless_partner_makes_a_gated_claim_inconclusive(studies, cid, monkey
         assert {(f["point"], f["seed"]) for f in failed} == {("width-0.25", 3), ("width-1", 3)}
         assert all(f["test_acc"] < 0.3 for f in failed), failed  # the null models are near chance
         assert claim_row(res)["endpoint_gate"].startswith("endpoint gate: 2 model(s)")
+        text = format_claim(claim_row(res))  # what `lmcflow claims` prints: the gate named once
+        assert "endpoint gate: 2 model(s)" in text and "endpoint gate: endpoint gate" not in text
     without_gate(monkeypatch, cid)
     assert evaluate_claim(cid, {"study": "s"}, studies["real"], SCALE)["verdict"] == real["verdict"]
 

@@ -159,8 +159,8 @@ MECHANISM_CLAIMS = ("lewc", "weak-additivity", "reciprocal-orthogonality", "low-
 def pair_tables(fmnist_path):
     """layer_metrics of real pairs (A_i, B_j), and of null pairs whose B is untrained or trained on shuffled
     labels, for 4 seeds × 2 widths × 2 weight-decay arms (small MLPs on 1,500 Fashion-MNIST images)."""
+    from lmcflow.checkpoints import init_model
     from lmcflow.data import Dataset, load_dataset
-    from lmcflow.jobs.common import init_model
     from lmcflow.mechanism import layer_metrics
     from lmcflow.models import ModelSpec
     from lmcflow.seeding import generator

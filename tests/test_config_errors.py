@@ -87,3 +87,30 @@ def test_resolve_config_raises_config_error_not_yaml_error(tmp_path):
     f.write_text("studies: [\n")
     with pytest.raises(ConfigError, match=rf"^{f}:2:1: not valid YAML"):
         resolve_config([f])
+
+
+NON_FINITE = {
+    "defaults.train.lr=.nan": "defaults.train.lr: nan is not a finite number",
+    "defaults.train.lr=.inf": "defaults.train.lr: inf is not a finite number",
+    "defaults.train.weight_decay=-.inf": "defaults.train.weight_decay: ",  # the schema's minimum catches -inf
+    "studies.width.sweep={model.width: [0.5, .nan]}": "studies.width.sweep.model.width[1]: nan is not a finite",
+}
+SIZES = {
+    "data.val_size=100000": "data.val_size: 100000 validation examples cannot be carved from fashion_mnist's 60000",
+    "data.val_size=60000": "data.val_size: 60000 validation examples cannot be carved",
+    "data.subsets.fashion_mnist_5k.n_train=56000": "data.subsets.fashion_mnist_5k.n_train: 56000 training examples, "
+                                                   "but fashion_mnist has 55000 left",
+}
+
+
+@pytest.mark.parametrize("entry", sorted(NON_FINITE) + sorted(SIZES))
+def test_numbers_training_would_refuse_are_refused_by_validate_and_the_plan(entry, capsys):
+    """NaN and ±inf pass JSON Schema's bounds, and a split larger than the dataset passes the schema: both
+    are refused by `lmcflow validate` and by the plan the workflow builds its DAG from, before any job."""
+    from lmcflow.plan import Plan
+
+    expect = {**NON_FINITE, **SIZES}[entry]
+    assert main(["validate", "--config", entry]) == 2
+    assert expect in first_line(capsys)
+    with pytest.raises(ConfigError, match=expect.replace("[", r"\[").replace("]", r"\]")):
+        Plan.from_files([], parse_overrides([entry]))

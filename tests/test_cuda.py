@@ -3,7 +3,7 @@
 Skipped where torch sees no CUDA device (CI has none); `benchmarks/gpu_checks.sh` runs this file
 together with the GPU benchmarks on a machine that has one. Checkpoints are trained once on the CPU
 and then merged, aligned and analysed on both devices, so differences come from the device alone:
-fp32 on both (TF32 off, see `training.use_strict_fp32_on_cuda`), so tables agree to fp32 rounding.
+fp32 on both (TF32 off, see `evaluation.use_strict_fp32_on_cuda`), so tables agree to fp32 rounding.
 """
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import pytest
 import torch
 
 from lmcflow.alignment import load_permutation_sets, permutation_spec, weight_matching
+from lmcflow.checkpoints import load_checkpoint
 from lmcflow.config import Point
+from lmcflow.evaluation import evaluate, predict, resolve_device
 from lmcflow.io import load_tensors, save_tensors
 from lmcflow.jobs.align import run_align_block
-from lmcflow.jobs.common import load_checkpoint
 from lmcflow.jobs.identifiability import run_identifiability_block, run_swap_costs
 from lmcflow.jobs.mechanism import run_mechanism_block
 from lmcflow.jobs.merge import run_merge_block
@@ -24,7 +25,6 @@ from lmcflow.jobs.train import run_train
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.symmetry import effective_state_dict
 from lmcflow.tables import read_table
-from lmcflow.training import evaluate, predict, resolve_device
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 CUDA, CPU = "cuda", "cpu"

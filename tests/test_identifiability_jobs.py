@@ -58,9 +58,9 @@ MLP = {"arch": "mlp", "width": 1.0, "depth": 2, "base_width": 12, "bias": True, 
 def test_untrained_arm_saves_the_seeded_init(gs_data, tmp_path):
     """train.epochs: 0 (the paper's untrained swap-cost arm): the checkpoint is the seeded initialisation and
     the run row describes it; swap costs run on it like on any model."""
+    from lmcflow.checkpoints import init_model, model_spec_for
     from lmcflow.data import load_dataset
     from lmcflow.io import load_tensors
-    from lmcflow.jobs.common import init_model, model_spec_for
 
     point = _point("u", MLP, {"swap_costs": True, "n_samples": 200, "heatmap_units": 4})
     point.train["epochs"] = 0

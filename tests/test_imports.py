@@ -119,3 +119,66 @@ def test_no_module_over_400_lines():
     long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them by what they are for): {long}"
+
+
+def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others (top-level imports only)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def lmcflow_imports(name: str) -> set[str]:
+    """The lmcflow modules ``name`` imports, top-level or function-local."""
+    mods = modules()
+    return {m for m, _, _ in imports(name, mods[name], set(mods)) if m in mods and m != "lmcflow"}
+
+
+# The ground floor: modules every layer may use, which themselves import nothing of lmcflow.
+GROUND_FLOOR = ("lmcflow.errors", "lmcflow.evaluation")
+# Training and its state file sit above evaluation, beside merging: the merge, REPAIR and mechanism code
+# evaluates models but never trains one.
+TRAINING = {"lmcflow.training", "lmcflow.train_state", "lmcflow.bundle_training", "lmcflow.stacked_model"}
+EVALUATING = ("lmcflow.merging", "lmcflow.repair", "lmcflow.merge_many", "lmcflow.mechanism")
+
+
+def test_the_ground_floor_imports_nothing_of_lmcflow():
+    for name in GROUND_FLOOR:
+        assert not lmcflow_imports(name), f"{name} imports {sorted(lmcflow_imports(name))}"
+
+
+def test_evaluation_sits_below_merging_and_training():
+    graph = top_level_graph()
+    for name in ("lmcflow.training", "lmcflow.merging", "lmcflow.merge_many", "lmcflow.repair",
+                 "lmcflow.mechanism.common"):
+        assert "lmcflow.evaluation" in reaches(graph, name), f"{name} does not build on lmcflow.evaluation"
+    assert not reaches(graph, "lmcflow.evaluation") & (TRAINING | {"lmcflow.merging"})
+
+
+def test_merging_repair_and_mechanism_import_nothing_of_training():
+    graph = top_level_graph()
+    mods = modules()
+    bad = {}
+    for name in mods:
+        if name.startswith(EVALUATING) and (hit := (reaches(graph, name) | lmcflow_imports(name)) & TRAINING):
+            bad[name] = sorted(hit)
+    assert not bad, f"merging, REPAIR and mechanism modules reach training code: {bad}"
+
+
+def test_no_job_module_imports_another():
+    """One module per workflow stage: what two jobs share lives below ``lmcflow.jobs`` (``lmcflow.checkpoints``,
+    ``lmcflow.alignment.storage``), never in a sibling job module."""
+    bad = {name: sorted(hit) for name in modules() if name.startswith("lmcflow.jobs.")
+           if (hit := {m for m in lmcflow_imports(name) if m.startswith("lmcflow.jobs")})}
+    assert not bad, f"job modules import job modules: {bad}"
+
+
+def test_the_layer_checks_see_a_violation():
+    """The checks above read the real graph; this shows ``reaches`` finds an import two hops away."""
+    assert reaches({"a": {"b"}, "b": {"c"}, "c": set()}, "a") == {"b", "c"}
+    assert "lmcflow.evaluation" in lmcflow_imports("lmcflow.training")

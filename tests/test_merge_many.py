@@ -13,9 +13,9 @@ from lmcflow.alignment import (
     weight_matching,
     weight_matching_objective,
 )
+from lmcflow.evaluation import predict
 from lmcflow.merge_many import align_many, average_states, merge_many_weight_matching, merge_scores
 from lmcflow.models import ModelSpec, build_model
-from lmcflow.training import predict
 
 SPEC = ModelSpec("mlp", (1, 8, 8), 5, width=0.1, depth=3)
 

@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from lmcflow.config import lambda_grid
+from lmcflow.evaluation import predict, reset_bn_stats
 from lmcflow.merging import evaluate_path, interpolate_state
 from lmcflow.models import ModelSpec, build_model
-from lmcflow.training import predict, reset_bn_stats
 
 
 def _pair(spec):

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from lmcflow.alignment import apply_permutation, permutation_spec, weight_matching
+from lmcflow.evaluation import predict, reset_bn_stats
 from lmcflow.merging import interpolate_state
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.repair import (
@@ -18,7 +19,6 @@ from lmcflow.repair import (
     repair_state,
     with_correction_layers,
 )
-from lmcflow.training import predict, reset_bn_stats
 from tests.test_align_jobs import data_path  # noqa: F401  (fixture)
 
 MLP = ModelSpec("mlp", (1, 8, 8), 5, width=0.1, depth=3)

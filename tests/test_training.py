@@ -5,9 +5,10 @@ import pytest
 import torch
 from torch import nn
 
-from lmcflow.jobs.common import init_model
+from lmcflow.checkpoints import init_model
+from lmcflow.evaluation import reset_bn_stats
 from lmcflow.models import ModelSpec
-from lmcflow.training import DivergenceError, late_loss_drop, lr_at, reset_bn_stats, train
+from lmcflow.training import DivergenceError, late_loss_drop, lr_at, train
 
 CFG = dict(optimizer="sgd", lr=0.05, momentum=0.9, weight_decay=1e-3, epochs=3, batch_size=64,
            schedule="cosine", warmup_epochs=0, augment="none", precision="fp32", checkpoint_every=1)
@@ -143,15 +144,15 @@ def test_default_config_trains_in_fp32_whatever_the_cpu(monkeypatch):
 
     import yaml
 
-    from lmcflow import training
+    from lmcflow import evaluation
     from lmcflow.config import expand_points
 
     cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/config.yaml").read_text())
     choices = {p.train.get("precision", "auto") for p in expand_points(cfg).values()}
     for fast_bf16 in (False, True):
-        monkeypatch.setattr(training, "cpu_has_fast_bf16", lambda fast=fast_bf16: fast)
-        assert {training.resolve_precision(c, CPU) for c in choices} == {"fp32"}
-    assert training.resolve_precision("auto", CPU) == "bf16"  # the last patch says "fast": auto would differ
+        monkeypatch.setattr(evaluation, "cpu_has_fast_bf16", lambda fast=fast_bf16: fast)
+        assert {evaluation.resolve_precision(c, CPU) for c in choices} == {"fp32"}
+    assert evaluation.resolve_precision("auto", CPU) == "bf16"  # the last patch says "fast": auto would differ
 
 
 def test_reset_bn_stats_is_the_exact_average_over_the_pass():

@@ -2,8 +2,8 @@
 ``apply_permutation`` (``table``), the spec of a model (``spec``: lmcflow's architectures by rule, any other
 model derived from its traced graph and proven by ``derive`` with the op rules of ``graph_axes``,
 ``graph_rules`` and ``graph_modules``), the alignment methods and ``align`` (``methods``), the dense form of
-symmetry-breaking layers (``dense``) and permutation files (``storage``)."""
-from lmcflow.alignment.dense import has_asymmetric_layers, to_dense_form
+symmetry-breaking layers and a pair aligned in it (``dense``), and permutation files (``storage``)."""
+from lmcflow.alignment.dense import aligned_pair, has_asymmetric_layers, to_dense_form
 from lmcflow.alignment.methods import (
     METHODS,
     activation_matching,
@@ -14,8 +14,9 @@ from lmcflow.alignment.methods import (
     weight_matching_objective,
 )
 from lmcflow.alignment.spec import PermutationSpec, apply_permutation, permutation_spec
-from lmcflow.alignment.storage import load_permutation_sets, save_permutation_sets
+from lmcflow.alignment.storage import load_alignment_block, load_permutation_sets, save_permutation_sets
 
 __all__ = ["METHODS", "PermutationSpec", "permutation_spec", "apply_permutation", "identity",
            "weight_matching", "weight_matching_objective", "activation_matching", "random_permutation",
-           "align", "save_permutation_sets", "load_permutation_sets", "has_asymmetric_layers", "to_dense_form"]
+           "align", "save_permutation_sets", "load_permutation_sets", "load_alignment_block", "aligned_pair",
+           "has_asymmetric_layers", "to_dense_form"]

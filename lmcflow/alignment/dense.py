@@ -3,8 +3,12 @@ interpolation act on the effective weights.
 """
 from __future__ import annotations
 
+import copy
+
+import torch
 from torch import nn
 
+from lmcflow.alignment.spec import apply_permutation, permutation_spec
 from lmcflow.symmetry import effective_state_dict, is_asymmetric
 
 
@@ -24,3 +28,15 @@ def to_dense_form(model: nn.Module) -> bool:
         return False
     model.load_state_dict(effective_state_dict(model))
     return True
+
+
+def aligned_pair(model_a: torch.nn.Module, model_b: torch.nn.Module, perms: dict | None
+                 ) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
+    """Copies of (model A, model B permuted onto A by ``perms``; None = identity) and whether they are in dense
+    form: models with symmetry-breaking layers are returned in dense form (``alignment.to_dense_form``)."""
+    model_a, model_b = copy.deepcopy(model_a), copy.deepcopy(model_b)
+    dense = to_dense_form(model_a)
+    to_dense_form(model_b)
+    if perms is not None:
+        model_b.load_state_dict(apply_permutation(permutation_spec(model_b), model_b.state_dict(), perms))
+    return model_a, model_b, dense

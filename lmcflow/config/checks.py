@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from lmcflow.catalog import TORCHVISION_DATASETS, check_params, check_symmetry
-from lmcflow.config.loading import ConfigError
 from lmcflow.config.params import (
     _N_WEIGHT_LAYERS,
     ALIGNABLE_ARCHS,
@@ -18,6 +17,7 @@ from lmcflow.config.params import (
 )
 from lmcflow.config.partners import expand_points
 from lmcflow.config.points import point_matches, point_value
+from lmcflow.errors import ConfigError
 from lmcflow.external import check_external, is_external
 
 
@@ -43,6 +43,7 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
             raise ConfigError(f"{where}: merge.lambdas={n} must be odd and ≥ 3 so the grid holds 0, ½ and 1")
         if p.model.get("arch") != "mlp" and p.model.get("norm") == "layernorm":
             raise ConfigError(f"{where}: model.norm=layernorm is only for the MLP; use batchnorm or groupnorm")
+    check_data_sizes(config.get("data") or {}, {p.dataset for p in points.values()})
     check_external_models(config, points)
     check_identifiability_semantics(config, points)
     check_alignment_semantics(points)
@@ -61,6 +62,30 @@ def check_semantics(config: dict, claim_registry: dict, dataset_names, architect
                 raise ConfigError(f"claims.{cid}.study: {study!r} is not a study in this config; "
                                   f"defined: {', '.join(studies) or 'none'}")
             claim.check_config(cid, ccfg, study, studies[study], [p for (s, _), p in points.items() if s == study])
+
+
+def check_data_sizes(data: dict, used: set) -> None:
+    """Split sizes that fit the published training split of each torchvision dataset a point uses: the validation
+    split carved from it (``data.val_size``, a subset's ``val_size``) and a subset's ``n_train`` from what is left."""
+    val_size = data.get("val_size", 0)
+    subsets = data.get("subsets") or {}
+    for name in sorted(used):
+        if name in subsets:
+            sub = subsets[name]
+            ds, key = TORCHVISION_DATASETS.get(sub.get("base")), f"data.subsets.{name}.val_size"
+            val = sub.get("val_size", val_size)
+            key = key if "val_size" in sub else "data.val_size"
+        else:
+            ds, val, key, sub = TORCHVISION_DATASETS.get(name), val_size, "data.val_size", {}
+        if ds is None:
+            continue  # synthetic data sizes its own splits (data.synthetic.<name>.n_train, n_val, n_test)
+        if not 0 <= val < ds.n_train:
+            raise ConfigError(f"{key}: {val} validation examples cannot be carved from {ds.name}'s {ds.n_train} "
+                              f"training examples (dataset {name!r}); it must be in [0, {ds.n_train})")
+        n_train = sub.get("n_train")
+        if n_train is not None and n_train > ds.n_train - val:
+            raise ConfigError(f"data.subsets.{name}.n_train: {n_train} training examples, but {ds.name} has "
+                              f"{ds.n_train - val} left once {val} are carved off for validation")
 
 
 _EXTERNAL_ONLY = ("factory", "kwargs", "width_kwargs", "trace_overrides")

@@ -4,21 +4,19 @@ every default."""
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 
 import yaml
 
+from lmcflow.errors import ConfigError
 from lmcflow.schema import fill_defaults, load_schema
 
 POINT_BLOCKS = ("model", "train", "merge", "analysis")
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config/config.yaml"
 # Top-level keys a config file brings itself; everything else falls back to the embedded default.
 STUDY_KEYS = ("studies", "claims")
-
-
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the key and what is allowed."""
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -45,7 +43,22 @@ def validate_config(cfg: dict, source: str = "config") -> dict:
     except jsonschema.ValidationError as err:
         key = err.json_path.removeprefix("$").removeprefix(".") or "(top level)"
         raise ConfigError(f"{source}: {key}: {err.message}") from None
+    bad = next(non_finite(cfg), None)
+    if bad is not None:  # JSON Schema's bounds let NaN through (every comparison with it is false), and ±inf
+        raise ConfigError(f"{source}: {bad[0]}: {bad[1]!r} is not a finite number; every number in a config is")
     return fill_defaults(cfg, load_schema())
+
+
+def non_finite(value, where: str = ""):
+    """(dotted key, value) of every NaN or infinite number in a config (YAML's ``.nan``, ``.inf``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield where or "(top level)", value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from non_finite(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from non_finite(v, f"{where}[{i}]")
 
 
 def _typed(value):

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import copy
 
-from lmcflow.config.loading import ConfigError
 from lmcflow.config.points import Point, expand_study, point_matches
+from lmcflow.errors import ConfigError
 
 PARTNER_KINDS = ("untrained", "shuffled_labels", "collapsed")
 REAL = "real"

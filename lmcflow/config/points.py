@@ -9,7 +9,8 @@ import math
 import numbers
 from dataclasses import dataclass, field
 
-from lmcflow.config.loading import POINT_BLOCKS, ConfigError, deep_merge
+from lmcflow.config.loading import POINT_BLOCKS, deep_merge
+from lmcflow.errors import ConfigError
 from lmcflow.schema import fill_defaults, load_schema
 
 

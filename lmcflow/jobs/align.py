@@ -1,4 +1,5 @@
-"""Rule ``align``: permutations aligning model B to model A, saved per pair block, and their verified reading."""
+"""Rule ``align``: permutations aligning model B to model A, saved per pair block (read back, verified, by
+``lmcflow.alignment.load_alignment_block``)."""
 from __future__ import annotations
 
 import copy
@@ -7,20 +8,13 @@ import time
 
 import torch
 
-from lmcflow.alignment import (
-    align,
-    apply_permutation,
-    load_permutation_sets,
-    permutation_spec,
-    save_permutation_sets,
-    to_dense_form,
-)
+from lmcflow.alignment import align, save_permutation_sets, to_dense_form
+from lmcflow.checkpoints import device_name, load_models
 from lmcflow.config import Point, alignment_params
 from lmcflow.data import load_dataset
-from lmcflow.jobs.common import device_name, load_models
+from lmcflow.evaluation import resolve_device
 from lmcflow.seeding import derive_seed
-from lmcflow.tables import point_columns, read_table, write_table
-from lmcflow.training import resolve_device
+from lmcflow.tables import point_columns, write_table
 
 log = logging.getLogger(__name__)
 
@@ -76,34 +70,3 @@ def run_align_block(point: Point, method: str, pairs: list, models: dict, data_p
         r.update(permutation_file=str(out_perms), permutation_sha256=digest)
     write_table(out_rows, "alignment", rows)
     log.info(f"[align] wrote {len(sets)} pairs to {out_perms} (sha256 {digest[:12]})")
-
-
-def load_alignment_block(point: Point, method: str, perm_path: str, rows_path: str) -> dict:
-    """{(seed_a, seed_b): permutations} of rule ``align`` for one pair block; the rows must describe this
-    point and method, and the file must match the SHA-256 recorded in them."""
-    rows = read_table(rows_path, "alignment")
-    got = set(zip(rows["study"], rows["point"], rows["method"]))
-    if got != {(point.study, point.point, method)}:
-        raise ValueError(f"{rows_path}: alignment rows are for {sorted(got)}, expected "
-                         f"{(point.study, point.point, method)}; rebuild them with rule align")
-    digests = set(rows["permutation_sha256"])
-    if len(digests) != 1:
-        raise ValueError(f"{rows_path}: the rows record {len(digests)} different permutation-file hashes; "
-                         f"rebuild them with rule align")
-    sets, _ = load_permutation_sets(perm_path, expected_sha256=digests.pop())
-    log.info(f"[align] {method} permutations of {len(sets)} pairs from {perm_path} (hash verified)")
-    return sets
-
-
-def aligned_pair(model_a: torch.nn.Module, model_b: torch.nn.Module, perms: dict | None
-                 ) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
-    """Copies of (model A, model B permuted onto A by ``perms``; None = identity) and whether they are in dense
-    form: models with symmetry-breaking layers are returned in dense form (``alignment.to_dense_form``)."""
-    model_a, model_b = copy.deepcopy(model_a), copy.deepcopy(model_b)
-    dense = to_dense_form(model_a)
-    to_dense_form(model_b)
-    if perms is not None:
-        model_b.load_state_dict(apply_permutation(permutation_spec(model_b), model_b.state_dict(), perms))
-    return model_a, model_b, dense
-
-

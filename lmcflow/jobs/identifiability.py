@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 from lmcflow import identifiability as ident
 from lmcflow.alignment import align, apply_permutation, permutation_spec
+from lmcflow.checkpoints import as_point, load_checkpoint, load_datasets, load_models
 from lmcflow.config import Point, analysis_params, lambda_grid
 from lmcflow.data import load_dataset
-from lmcflow.jobs.common import as_point, load_checkpoint, load_datasets, load_models
+from lmcflow.evaluation import resolve_device
 from lmcflow.merging import check_same_function, endpoint_outputs, evaluate_path
 from lmcflow.metrics import barriers
 from lmcflow.symmetry import effective_state_dict
 from lmcflow.tables import ident_point_columns, plain_merges, read_table, write_table
-from lmcflow.training import resolve_device
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -4,14 +4,14 @@ from __future__ import annotations
 import logging
 import time
 
+from lmcflow.alignment import aligned_pair, load_alignment_block
+from lmcflow.checkpoints import load_models
 from lmcflow.config import Point, mechanism_lambdas, mechanism_params
 from lmcflow.data import load_dataset
-from lmcflow.jobs.align import aligned_pair, load_alignment_block
-from lmcflow.jobs.common import load_models
+from lmcflow.evaluation import resolve_device
 from lmcflow.mechanism import active_overlap_rows, layer_metrics
 from lmcflow.models import has_batchnorm
 from lmcflow.tables import point_columns, write_table
-from lmcflow.training import resolve_device
 
 log = logging.getLogger(__name__)
 

@@ -10,15 +10,15 @@ import time
 import torch
 
 from lmcflow.alignment import apply_permutation, permutation_spec, to_dense_form
+from lmcflow.checkpoints import as_point, load_datasets, load_models
 from lmcflow.config import Point, alignment_params, repairs
-from lmcflow.jobs.common import as_point, load_datasets, load_models
+from lmcflow.evaluation import resolve_device
 from lmcflow.merge_many import align_many, average_states, many_outputs, merge_scores
 from lmcflow.merging import path_inputs
 from lmcflow.models import has_batchnorm
 from lmcflow.repair import endpoint_stats, goal_stats, repair_plan, repair_state
 from lmcflow.seeding import derive_seed
 from lmcflow.tables import point_columns, write_table
-from lmcflow.training import resolve_device
 
 log = logging.getLogger(__name__)
 

@@ -13,14 +13,16 @@ import torch
 
 from lmcflow import kernels
 from lmcflow.bundle_training import Member, train_bundle
+from lmcflow.checkpoints import as_point, device_name, init_model, load_datasets, model_spec_for
 from lmcflow.config import Point, learning_settings
 from lmcflow.config.partners import collapse, training_seed
 from lmcflow.data import load_dataset
+from lmcflow.evaluation import evaluate, resolve_device, resolve_precision
 from lmcflow.io import save_tensors
-from lmcflow.jobs.common import as_point, device_name, init_model, load_datasets, model_spec_for
 from lmcflow.models import ModelSpec, count_parameters
+from lmcflow.state import checkpoint_state
 from lmcflow.tables import point_columns, write_table
-from lmcflow.training import DivergenceError, evaluate, late_loss_drop, resolve_device, resolve_precision, train
+from lmcflow.training import DivergenceError, late_loss_drop, train
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,7 @@ def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: 
     metrics = {s: evaluate(model, data.x[s], data.y[s], data.task) for s in ("train", "val", "test")}
     meta = {"model_spec": spec.to_dict(), "study": point.study, "point": point.point, "seed": seed,
             "history": info["history"]}
-    digest = save_tensors(out_ckpt, model.state_dict(), meta)
+    digest = save_tensors(out_ckpt, checkpoint_state(model), meta)
     row = {**point_columns(point), "seed": seed, "n_params": count_parameters(model),
            **{f"{s}_{k}": v for s, m in metrics.items() for k, v in m.items()},
            "train_loss_late_drop": late_loss_drop(info["history"]),

@@ -7,9 +7,9 @@ import copy
 import torch
 from torch import nn
 
+from lmcflow.evaluation import reset_bn_stats
 from lmcflow.merging import interpolate_state
 from lmcflow.seeding import generator
-from lmcflow.training import reset_bn_stats
 
 DEFAULT_ACTIVE_THRESHOLD = 1e-3
 DEFAULT_ENERGY = 0.99

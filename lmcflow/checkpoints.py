@@ -1,4 +1,5 @@
-"""What the compute jobs share: threads, datasets and verified checkpoints by path, model init from a seed."""
+"""Models and data by path, for the compute jobs: model init from a seed, checkpoints verified against the hash
+recorded at training, datasets loaded once per job, the name of the device a job ran on."""
 from __future__ import annotations
 
 import platform
@@ -11,6 +12,7 @@ from lmcflow.data import load_dataset
 from lmcflow.io import load_tensors
 from lmcflow.models import ModelSpec, build_model
 from lmcflow.seeding import derive_seed
+from lmcflow.state import load_into
 from lmcflow.tables import read_table
 
 
@@ -33,7 +35,7 @@ def load_checkpoint(ckpt_path: str, run_row_path: str, device) -> tuple[torch.nn
                             rebuild_hint=f"rule train (delete it, then rerun snakemake; it retrains "
                                          f"{meta_hint(ckpt_path)})")
     model = build_model(ModelSpec.from_dict(meta["model_spec"]))
-    model.load_state_dict(sd)
+    load_into(model, sd)
     return model.to(device), {k: v.to(device) for k, v in sd.items()}
 
 
