@@ -15,6 +15,9 @@
     lmcflow trace CLAIM [--config my.yaml] # verdict -> statistic -> tables -> rules and job functions -> config keys
     lmcflow plan --configfile my.yaml [--max-runtime MIN]  # per rule: jobs, longest request, hours requested and
                                           # estimated, jobs above the cluster limit (no data needed)
+    lmcflow spec MODULE:FACTORY --in-shape 3,32,32 [--num-classes 10] [--kwargs JSON] [--override PATH=fixed]
+                                          # a model's derived permutation groups, coverage by layer, the proof's
+                                          # residual and what was refused (lmcflow/spec_report.py)
 """
 from __future__ import annotations
 
@@ -26,21 +29,23 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
 from lmcflow.claims.margins import margin_text
 from lmcflow.claims.regime import BELOW_REGIME, qualified_verdict
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points, parse_overrides, resolve_config
+from lmcflow.config.catalog import ARCHITECTURES, dataset_names
+from lmcflow.config.point_schema import validate_points
 from lmcflow.grouping import all_grid_groups, pair_blocks
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
+from lmcflow.plan.imported import Imports
 from lmcflow.plan.requests import group_fits
 from lmcflow.plan.rules import Plan
 from lmcflow.plan.summary import format_plan
 from lmcflow.plan.trace import trace
-from lmcflow.point_schema import validate_points
 from lmcflow.provenance import CHECKOUT
 from lmcflow.verify import verify
 
@@ -52,6 +57,7 @@ def load_and_check(path: str | None, overrides: list[str] | None = None) -> tupl
     check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
     points = expand_points(cfg)
     validate_points(points)
+    Imports(SimpleNamespace(config=cfg))  # imported checkpoints exist, one per seed (relative to the cwd)
     return cfg, points
 
 
@@ -226,9 +232,13 @@ def main(argv=None) -> int:
     pl.add_argument("--configfile", action="append", default=[], help="as snakemake's (repeatable)")
     pl.add_argument("--max-runtime", type=int, metavar="MIN", help="cluster.max_runtime for this plan (minutes)")
     pl.add_argument("--no-limit", action="store_true", help="cluster.max_runtime and max_mem_mb unset")
+    sub.add_parser("spec", help="the permutation spec lmcflow derives for MODULE:FACTORY (lmcflow spec --help)",
+                   add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["run"]:  # everything after it is snakemake's
         return run_workflow(argv[1:])
+    if argv[:1] == ["spec"]:  # torch's own process: this command line stays torch-free
+        os.execv(sys.executable, [sys.executable, "-m", "lmcflow.spec_report", *argv[1:]])
     args = ap.parse_args(argv)
     try:
         if args.cmd == "plan":
@@ -330,6 +340,7 @@ def run_workflow(args: list[str]) -> int:
         cfg = resolve_config(configfiles, overrides)
         check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
         validate_points(expand_points(cfg))
+        Imports(SimpleNamespace(config=cfg))
     except ConfigError as err:
         print(f"lmcflow run: {err}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lmcflow.catalog import TORCHVISION_DATASETS, TorchvisionDataset, dataset_names  # noqa: F401  (re-exported)
+from lmcflow.config.catalog import TORCHVISION_DATASETS, TorchvisionDataset, dataset_names  # noqa: F401  (re-exported)
 from lmcflow.data_files import DataFileError, check_cifar, stage_mnist, train_label_counts
 from lmcflow.io import CorruptFileError, load_tensors, save_tensors
 from lmcflow.seeding import generator

@@ -128,6 +128,16 @@ def sha256_file(path) -> str:
     return h.hexdigest()
 
 
+def folder_sha256(root) -> str:
+    """SHA-256 over a folder's files: each file's path relative to ``root`` and its own SHA-256, in sorted order
+    (an image folder of ``data.custom``)."""
+    root = Path(root)
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(f"{f.relative_to(root).as_posix()}\0{sha256_file(f)}\n".encode())
+    return h.hexdigest()
+
+
 def save_tensors(path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> str:
     """Save tensors as safetensors atomically; returns the file's SHA-256. A state_dict's ``_metadata`` (module
     versions) is kept as JSON in the header (``lmcflow.state``)."""

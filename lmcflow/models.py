@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lmcflow.catalog import ARCHITECTURES  # noqa: F401  (re-exported)
+from lmcflow.config.catalog import ARCHITECTURES  # noqa: F401  (re-exported)
 from lmcflow.external import build_external, is_external, needs_rgb
 from lmcflow.symmetry import SigmaGate, is_asymmetric, make_conv2d, make_gate, make_linear
 

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from lmcflow.catalog import (  # noqa: F401  (check_params and the names: re-exported)
+from lmcflow.config.catalog import (  # noqa: F401  (check_params and the names: re-exported)
     COHERENCE_DEFAULTS,
     EMBEDDINGS,
     GAUSSIAN_SUBSPACE_DEFAULTS,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY, claim_row, combine
 from lmcflow.claims.core import Criterion
 from lmcflow.claims.stats import Estimate
 from lmcflow.config import ConfigError, check_semantics, expand_points
+from lmcflow.config.catalog import ARCHITECTURES, dataset_names
 from lmcflow.tables import make_frame
 from tests.claim_tables import verdict
 from tests.test_claim_power import CASES
@@ -47,7 +47,7 @@ def test_every_threshold_says_where_it_comes_from():
     for cid in ("width-merge-accuracy", "lewc", "weak-additivity", "cross-transformation-cosine"):
         res = verdict(cid, CASES[cid](True))
         named = {k for k in res["params"] if k in SOURCES}
-        assert set(res["thresholds"]) == named and {"max_late_loss_drop", "endpoint_min_point_lead"} <= named
+        assert set(res["thresholds"]) == named and {"max_late_loss_drop", "endpoint_min_learned"} <= named
         assert all(v["kind"] in ("paper", "analytic", "same-run", "convention") for v in res["thresholds"].values())
 
 

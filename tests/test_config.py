@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmcflow.catalog import ARCHITECTURES, dataset_names
 from lmcflow.claims import REGISTRY
 from lmcflow.config import ConfigError, check_semantics, expand_points, resolve_config, swept_values, validate_config
-from lmcflow.point_schema import validate_points
+from lmcflow.config.catalog import ARCHITECTURES, dataset_names
+from lmcflow.config.point_schema import validate_points
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
@@ -211,7 +211,7 @@ def test_snakemake_config_overrides_and_empty_configfile(tmp_path):
 
 def test_config_checks_do_not_import_torch():
     """What the DAG is built from (the default config checked as at DAG construction, the claims registry) never
-    imports torch: every Snakemake start and dry run would pay ~3 CPU-s for it (lmcflow.catalog)."""
+    imports torch: every Snakemake start and dry run would pay ~3 CPU-s for it (lmcflow.config.catalog)."""
     code = ("import sys; from lmcflow.cli import load_and_check; cfg, points = load_and_check(None); "
             "assert len(points) > 10; print('torch' in sys.modules)")
     res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
@@ -221,7 +221,7 @@ def test_config_checks_do_not_import_torch():
 
 
 def test_catalog_names_the_generators_lmcflow_synthetic_implements():
-    from lmcflow.catalog import SYNTHETIC_GENERATORS
+    from lmcflow.config.catalog import SYNTHETIC_GENERATORS
     from lmcflow.synthetic import GENERATORS
 
     assert tuple(GENERATORS) == SYNTHETIC_GENERATORS

@@ -10,8 +10,8 @@ import pytest
 from lmcflow.claims import REGISTRY
 from lmcflow.cli import claims_markdown
 from lmcflow.config import resolve_config
+from lmcflow.config.schema import load_schema
 from lmcflow.plan import job_counts
-from lmcflow.schema import load_schema
 from lmcflow.tables import IDENT_POINT_COLUMNS, IDENT_TABLE_KINDS, POINT_COLUMNS, TABLES
 from lmcflow.verify import verify
 

@@ -13,9 +13,8 @@ SOURCES = {
     "endpoint_max_drop": ("convention", "a working model is within 5 points of test accuracy of its point's seed "
                                         "median (seed spreads of the default run: at most 1.6 points)"),
     "endpoint_min_above_chance": ("convention", "keeps half of the median's lead over chance"),
-    "endpoint_min_point_lead": ("convention", "a point's median must lead chance by the same 5 points a model may "
-                                              "lose to its median (endpoint_max_drop): a point within the seed "
-                                              "tolerance of chance cannot be told from chance"),
+    "endpoint_min_learned": ("convention", "a point's median closes a quarter of the way from chance to perfect "
+                                           "accuracy"),
     "max_late_loss_drop": ("convention", "trained to a plateau: the training loss falls < 0.01 nats over the last "
                                          "fifth of the epochs (identifiability-tradeoff's convention)"),
     "null_min_share": ("convention", "the real pairs beat a null partner by at least a tenth of their margin over "

@@ -1,7 +1,10 @@
 """Study configuration: which config a run uses and its defaults (``loading``), studies expanded into points
-(``points``), what a point's blocks say for each stage (``params``), and the checks beyond the JSON schema
-(``checks``). Defaults live in one place, the schema ``workflow/schemas/config.schema.yaml``: code reads
-``point.merge["lambdas"]`` and never carries a fallback of its own."""
+(``points``), what a point's blocks say for each stage (``params``), the checks beyond the JSON schema
+(``checks``), the schema and its defaults (``schema``), each expanded point checked against it (``point_schema``)
+and what a config can name, checked without torch (``catalog``: datasets, architectures, symmetry, generators).
+Defaults live in one place, the schema ``workflow/schemas/config.schema.yaml``: code reads
+``point.merge["lambdas"]`` and never carries a fallback of its own. ``ConfigError`` (``lmcflow.errors``) is
+re-exported here."""
 from lmcflow.config.checks import (
     check_alignment_semantics,
     check_bundle_points,
@@ -13,7 +16,6 @@ from lmcflow.config.loading import (
     POINT_BLOCKS,
     REPLICATE_INPUT,
     STUDY_KEYS,
-    ConfigError,
     add_replicate_studies,
     deep_merge,
     load_config_file,
@@ -52,10 +54,12 @@ from lmcflow.config.points import (
     point_matches,
     point_value,
     same_value,
+    seed_pairs,
     study_points,
     sweep_grids,
     swept_values,
 )
+from lmcflow.errors import ConfigError
 
 __all__ = [
     "load_config_file", "parse_overrides",
@@ -66,6 +70,7 @@ __all__ = [
     "data_shape_key", "deep_merge", "expand_points", "expand_study", "format_value", "get_dotted", "lambda_grid",
     "learning_settings", "mechanism_lambdas", "mechanism_methods", "mechanism_params", "many_sizes", "merge_methods",
     "repairs",
-    "point_matches", "point_value", "resolve_config", "same_value", "study_points", "sweep_grids", "swept_values",
+    "point_matches", "point_value", "resolve_config", "same_value", "seed_pairs", "study_points", "sweep_grids",
+    "swept_values",
     "validate_config",
 ]

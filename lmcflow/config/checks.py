@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from lmcflow.catalog import TORCHVISION_DATASETS, check_params, check_symmetry
+from lmcflow.config.catalog import TORCHVISION_DATASETS, check_params, check_symmetry
 from lmcflow.config.params import (
     _N_WEIGHT_LAYERS,
     ALIGNABLE_ARCHS,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from lmcflow.config.schema import fill_defaults, load_schema
 from lmcflow.errors import ConfigError
-from lmcflow.schema import fill_defaults, load_schema
 
 POINT_BLOCKS = ("model", "train", "merge", "analysis")
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config/config.yaml"

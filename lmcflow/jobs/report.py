@@ -21,6 +21,7 @@ from lmcflow.tables import (
     concat_tables,
     plain_merges,
     read_table,
+    result_part,
     write_table,
 )
 
@@ -29,6 +30,18 @@ log = logging.getLogger(__name__)
 
 def run_concat(paths: list, kind: str, out: str) -> None:
     write_table(out, kind, concat_tables(paths, kind))
+
+
+def run_result_table(paths: list, kind: str, outputs: dict) -> None:
+    """All studies' rows of one kind, split by ``result_part`` into the outputs named by part ("real",
+    "null_partners", "repair"); a part the outputs do not name must have no rows."""
+    df = concat_tables(paths, kind)
+    part = result_part(df)
+    stray = sorted(set(part) - set(outputs))
+    if stray:
+        raise ValueError(f"table {kind!r}: rows of part {stray} but no output for them (outputs: {sorted(outputs)})")
+    for name, out in outputs.items():
+        write_table(out, kind, df[(part == name).to_numpy()])
 
 
 def run_barriers(interp_path: str, out: str) -> None:
@@ -110,9 +123,11 @@ def run_claims_table(json_paths: list, out: str) -> None:
     write_table(out, "claims", rows)
 
 
-def run_provenance(runs_path: str, out_json: str, out_html: str) -> dict:
-    """``results/provenance.json`` and its HTML rendering for the Snakemake report."""
-    prov = {**provenance(read_table(runs_path, "runs")), **machine_provenance()}
+def run_provenance(runs_path: str, out_json: str, out_html: str, imported: dict | None = None) -> dict:
+    """``results/provenance.json`` and its HTML rendering for the Snakemake report; ``imported``: the files and
+    SHA-256 of imported checkpoints (``lmcflow.plan.imported.Imports.provenance``), recorded where there are any."""
+    prov = {**provenance(read_table(runs_path, "runs")), **machine_provenance(),
+            **{k: v for k, v in (imported or {}).items() if v}}
     write_json(out_json, prov)
     rows = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_plain(v))}</td></tr>" for k, v in prov.items())
     write_text(out_html, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>lmcflow provenance</title>"

@@ -19,6 +19,7 @@ class Job:
     wildcards: dict
     output: list
     input: dict = field(default_factory=dict)  # input name (or "" for unnamed) -> [files], in the rule's order
+    sources: list = field(default_factory=list)  # input files from outside the run (imported checkpoints)
 
     @property
     def wc(self):
@@ -45,7 +46,12 @@ def rule_jobs(plan: Plan) -> list[Job]:
     for (s, g), pts in P.groups.items():
         for b in P.blocks[(s, g)]:
             wc = ns(study=s, group=g, block=str(b))
-            out.append(_job("train", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc)))
+            if s in P.imports.files:  # a study of imported checkpoints (lmcflow.plan.imported)
+                job = _job("import_models", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc))
+                job.sources = P.import_files(wc)
+                out.append(job)
+            else:
+                out.append(_job("train", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc)))
             if P.group_analysis_points(wc, "swap_costs"):
                 out.append(_job("swap_costs", vars(wc), [P.ident_point_file(s, g, k, b) for k in
                                                          ("swap_costs", "swap_matrix")],
@@ -90,7 +96,8 @@ def rule_jobs(plan: Plan) -> list[Job]:
                         data=P.coherence_data_files(ns(study=s))))
         out += _figure_jobs(P, s)
     for kind in RESULT_KINDS:
-        out.append(_job(result_table_rule(kind), {}, P.result_table(kind), **{"": P.result_table_files(kind)}))
+        out.append(_job(result_table_rule(kind), {}, list(P.result_table_outputs(kind).values()),
+                        **{"": P.result_table_files(kind)}))
     out.append(_job("paper_table1", {}, [P.table1_table, *P.table1_figures], **{"": P.table1_inputs()}))
     for c in P.claim_cfg:
         out.append(_job("claim", {"claim": c}, P.claim_file(c), **P.claim_inputs(ns(claim=c))))

@@ -5,14 +5,19 @@ import sys
 from pathlib import Path
 
 # The lmcflow of this checkout, for the DAG and for every job (script: processes and cluster jobs
-# inherit the environment), whatever venv is active: two clones sharing one venv never mix code.
-CHECKOUT = str(Path(workflow.basedir))
-sys.path.insert(0, CHECKOUT)
-os.environ.update(
-    PYTHONPATH=os.pathsep.join(
-        [CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT]
+# inherit the environment), whatever venv is active: two clones sharing one venv never mix code. The checkout is
+# the folder above this file's (workflow.basedir is another workflow's when lmcflow runs as its module, as
+# `snakedeploy deploy-workflow` sets it up); a module read from GitHub has no local checkout, and then the
+# installed lmcflow is used.
+_HERE = Path(str(workflow.current_basedir))
+CHECKOUT = str(_HERE.parents[1]) if _HERE.is_dir() else None
+if CHECKOUT is not None:
+    sys.path.insert(0, CHECKOUT)
+    os.environ.update(
+        PYTHONPATH=os.pathsep.join(
+            [CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT]
+        )
     )
-)
 
 from lmcflow.config import ConfigError, canonical
 from lmcflow.io import mark_out_of_date
@@ -23,10 +28,11 @@ from lmcflow.plan.rules import IDENT_ANALYSIS_KEYS
 
 try:
     # The embedded default or the --configfile file(s), with --config overrides on top; defaults from the schema.
+    # workflow.configfiles: --configfile files, and a deployment's `configfile:` (the config it passes as a module)
     PLAN = Plan.from_files(
-        workflow.config_settings.configfiles,
+        workflow.configfiles,
         workflow.config_settings.config,
-        default_path=Path(workflow.basedir) / "config/config.yaml",
+        default_path=Path(CHECKOUT or Path(workflow.configfiles[0]).parent.parent) / "config/config.yaml",
     )
     # Every job inherits this environment: its CPU kernels are chosen before it imports torch.
     os.environ.update(kernel_env(PLAN.config["cpu_kernels"]))
@@ -105,6 +111,7 @@ coherence_data_paths = PLAN.coherence_data_paths
 study_table_inputs = PLAN.study_table_inputs
 study_table_params_files = PLAN.study_table_params_files
 result_table_files = PLAN.result_table_files
+result_table_outputs = PLAN.result_table_outputs
 table1_inputs = PLAN.table1_inputs
 claim_inputs = PLAN.claim_inputs
 claim_params_cfg = PLAN.claim_params_cfg
@@ -112,4 +119,11 @@ claim_points = PLAN.claim_points
 claim_datasets = PLAN.claim_datasets
 claims_table_inputs = PLAN.claims_table_inputs
 prepare_data_cfg = PLAN.prepare_data_cfg
+# studies of imported checkpoints (lmcflow.plan.imported)
+TRAINED_STUDIES, IMPORTED_STUDIES = PLAN.imports.trained_studies(), PLAN.imports.imported_studies()
+import_point = PLAN.import_point
+import_models = PLAN.import_models
+import_sources = PLAN.import_sources
+import_files = PLAN.import_files
+imported_provenance = PLAN.imported_provenance
 prepare_data_runtime = PLAN.prepare_data_runtime

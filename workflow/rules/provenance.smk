@@ -11,5 +11,7 @@ rule provenance:
         html=report(PROVENANCE_FILES[1], caption="../report/provenance.rst", category="provenance"),
     log:
         f"{LOGS}/provenance.log",
+    params:
+        imported=imported_provenance(),
     script:
         "../scripts/provenance.py"

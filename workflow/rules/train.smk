@@ -8,6 +8,8 @@ rule train:
         directory(bundle_dir("{study}", "{group}", "{block}")),
     log:
         f"{LOGS}/train/{{study}}/{{group}}/bundle-{{block}}.log",
+    wildcard_constraints:
+        study=TRAINED_STUDIES,
     threads: config["threads"]["train"]
     resources:
         mem_mb=point_resources("train", "mem_mb"),

@@ -1,7 +1,7 @@
 """The config schema ``workflow/schemas/config.schema.yaml`` and the defaults it holds.
 
 Every default of a config key is the ``default:`` of that key in the schema; this module reads them so that
-``lmcflow.config`` (resolution, points) and ``lmcflow.catalog`` (torch-free checks) share one source.
+``lmcflow.config`` (resolution, points) and ``lmcflow.config.catalog`` (torch-free checks) share one source.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow/schemas/config.schema.yaml"
 
 
 @functools.lru_cache(maxsize=1)

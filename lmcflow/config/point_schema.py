@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import jsonschema
 
-from lmcflow.config import POINT_BLOCKS, ConfigError
-from lmcflow.schema import load_schema
+from lmcflow.config.loading import POINT_BLOCKS
+from lmcflow.config.schema import load_schema
+from lmcflow.errors import ConfigError
 
 
 def validate_points(points: dict) -> None:
