@@ -172,7 +172,7 @@ WIDTH_CLAIMS = [cid for cid in DEFAULT_CLAIMS if DEFAULT_CLAIMS[cid]["study"] ==
                 and REGISTRY[cid].paper.startswith("Ito")]
 RETIRED = {"active-neuron-overlap"}  # decides nothing (unit identity is arbitrary between unaligned models)
 # the headline criterion of every width claim (its first): with B a null partner it is not supported itself
-HEADLINE = {"width-merge-accuracy": "gap_widest", "temperature-calibration": "calibrated_gap_widest",
+WIDTH_HEADLINE = {"width-merge-accuracy": "gap_widest", "temperature-calibration": "calibrated_gap_widest",
             "weight-matching-no-gain": "gain_widest", "random-permutation": "sensitivity_widest",
             "weight-decay": "gap_difference", "lewc": "gain_over_shuffled", "weak-additivity": "excess_over_reference",
             "reciprocal-orthogonality": "ratio_widest", "low-rank": "fraction_of_random",
@@ -192,12 +192,12 @@ def test_width_headline_is_not_supported_with_null_partners_as_models_b(cid, kin
         assert res["criteria"] == [] and "rerun the mechanism jobs" in res["reason"]
         return
     head = res["criteria"][0]
-    assert head["name"] == HEADLINE[cid]
+    assert head["name"] == WIDTH_HEADLINE[cid]
     assert head["verdict"] != SUPPORTED, (cid, kind, head["statistic"], head["ci_low"], head["ci_high"])
 
 
 def test_every_width_claim_names_its_headline():
-    assert set(HEADLINE) == set(WIDTH_CLAIMS) - RETIRED
+    assert set(WIDTH_HEADLINE) == set(WIDTH_CLAIMS) - RETIRED
     res = evaluate("active-neuron-overlap", recorded("width"))
     assert res["criteria"] == [] and "retired" in res["reason"]
 
