@@ -58,7 +58,7 @@ def collapse(model, point: Point) -> None:
     other kinds unchanged)."""
     if point.partner != "collapsed":
         return
-    import torch
+    import torch  # here, not at the top: lmcflow.config is read at DAG construction, where torch costs seconds
 
     scale = float(null_partner_params(point)["collapse_scale"])
     with torch.no_grad():
