@@ -102,7 +102,7 @@ if [ -f "$results/tables/claims.parquet" ]; then
     cp "$out/claims.log" "$out/claims.txt"
 fi
 if [ -d "$results" ]; then
-    step verify 600 "$py" -m lmcflow.cli verify "$results" --workdir "$workdir"
+    step verify 600 "$py" -m lmcflow.cli verify "$results" --workdir "$workdir" --configfile "$config"
     cp "$out/verify.log" "$out/verify.txt"
 fi
 note "copied: $(cd "$out" && find tables claims figures -type f 2>/dev/null | wc -l) files; exit status $status"

@@ -118,9 +118,14 @@ class Verification:
             studies = set(pq.read_table(str(runs), columns=["study"]).column("study").to_pylist())
         except DAMAGE:  # missing or damaged: reported above, and no evidence of another config
             studies = set()
-        if not studies <= set(plan.studies):
-            return [], (f"its runs table has studies {', '.join(sorted(studies - set(plan.studies)))} that the "
-                        "config has not: give verify the run's --configfile")
+        # The runs table is written once every study has trained, so a run of this config holds all its studies:
+        # a folder holding only some of them is another config's run, whose outputs are not this config's.
+        if studies and studies != set(plan.studies):
+            extra, lacking = sorted(studies - set(plan.studies)), sorted(set(plan.studies) - studies)
+            parts = (extra and f"has studies {', '.join(extra)} that the config has not",
+                     lacking and f"lacks the config's studies {', '.join(lacking)}")
+            differ = "; ".join(part for part in parts if part)
+            return [], f"its runs table {differ}: give verify the run's --configfile"
         return [t for t in plan.all_targets() if not (self.workdir / t).exists()], ""
 
     def make_command(self, configfiles=(), snakemake: str = "snakemake") -> str:
