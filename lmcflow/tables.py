@@ -39,7 +39,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("wall_time_s", "float64"), ("train_seconds", "float64"), ("device", "string"),
         ("precision", "string"), ("checkpoint", "string"), ("checkpoint_sha256", "string"),
         ("slurm_job_id", "string"), ("bundle_id", "string"), ("cpu_kernels", "string"), ("cpu_capability", "string"),
-        ("train_threads", "int64"),
+        ("train_threads", "int64"), ("weight_norm", "float64"),
     ],
     "interpolation": POINT_COLUMNS + PAIR_COLUMNS + [
         ("repair", "bool"), ("lam", "float64"), ("split", "string"), ("loss", "float64"), ("acc", "float64"),
@@ -64,7 +64,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("paper_scale", "string"), ("our_value", "float64"), ("paper_comparable", "string"), ("scale", "string"),
         ("endpoint_gate", "string"),
         ("convention_margin", "string"), ("null_controls", "string"), ("null_untrained", "float64"),
-        ("null_shuffled_labels", "float64"),
+        ("null_shuffled_labels", "float64"), ("null_collapsed", "float64"),
         ("replicate_seeds", "string"), ("replicate_verdict", "string"), ("replicate_statistic", "float64"),
         ("replicate_ci_low", "float64"), ("replicate_ci_high", "float64"), ("replicated", "string"),
         ("regime", "string"), ("verdict_qualifier", "string"), ("paper_width", "float64"), ("our_widest", "float64"),
@@ -147,15 +147,25 @@ def write_table(path, kind: str, rows_or_df) -> pd.DataFrame:
 
 
 def read_table(path, kind: str) -> pd.DataFrame:
-    return read_parquet(path, kind)
+    return _with_added_columns(read_parquet(path, kind), kind)
 
 
 def concat_tables(paths, kind: str) -> pd.DataFrame:
-    frames = [read_parquet(p, kind) for p in paths]
+    frames = [_with_added_columns(read_parquet(p, kind), kind) for p in paths]
     frames = [f for f in frames if len(f)]
     if not frames:
         return make_frame(kind, [])
     return pd.concat(frames, ignore_index=True).astype({c: t for c, t in TABLES[kind]})
+
+
+# float columns added to a table after rows of it were written: an older row reads them as NaN (a claim that needs
+# one says what to rerun), so adding a measurement does not invalidate every finished job
+ADDED_COLUMNS = {"runs": ("weight_norm",), "coherence": ("baseline_mse",)}
+
+
+def _with_added_columns(df: pd.DataFrame, kind: str) -> pd.DataFrame:
+    missing = [c for c in ADDED_COLUMNS.get(kind, ()) if c not in df.columns]
+    return df.assign(**{c: float("nan") for c in missing}) if missing else df
 
 
 def plain_merges(df: pd.DataFrame) -> pd.DataFrame:
@@ -250,7 +260,7 @@ TABLES.update({
         ("split", "string"), ("embedding", "string"), ("d", "int64"), ("k", "int64"), ("nu", "float64"),
         ("nu_min", "float64"),
         ("explained", "float64"), ("loss_a", "float64"), ("loss_b", "float64"), ("loss_mid", "float64"),
-        ("regression_midpoint_barrier", "float64"), ("loss_barrier_midpoint", "float64"),
+        ("baseline_mse", "float64"), ("regression_midpoint_barrier", "float64"), ("loss_barrier_midpoint", "float64"),
     ],
 })
 
@@ -305,10 +315,12 @@ TABLES.update({
         ("lewc_cos_perturbed", "float64"),
         ("weak_additivity", "float64"), ("weak_additivity_shuffled", "float64"), ("weak_additivity_lewc", "float64"),
         ("weak_additivity_gaussian", "float64"), ("weak_additivity_lewc_gaussian", "float64"),
+        ("weak_additivity_reference", "float64"),
         ("cross_ratio_a", "float64"), ("cross_ratio_b", "float64"), ("cross_cos", "float64"),
         ("cross_transform_cos", "float64"),
         ("cross_ratio_permuted_a", "float64"), ("cross_ratio_permuted_b", "float64"),
         ("cross_transform_cos_permuted_a", "float64"), ("cross_transform_cos_permuted_b", "float64"),
+        ("own_norm_ratio", "float64"), ("own_input_cos_a", "float64"), ("own_input_cos_b", "float64"),
         ("weight_key", "string"), ("min_dim", "int64"),
         ("rank99_a", "int64"), ("rank99_b", "int64"), ("rank99_frac_a", "float64"), ("rank99_frac_b", "float64"),
         ("erank_a", "float64"), ("erank_b", "float64"), ("erank_rel_a", "float64"), ("erank_rel_b", "float64"),

@@ -29,11 +29,21 @@ def by_width(curve):
 
 
 # --------------------------------------------------------------------------- width paper
+def paths(curve, methods=("identity",), column="error", ends=0.12, **fixed):
+    """Interpolation rows at λ = 0, ½, 1: both endpoints at ``ends``, the midpoint ``ends + curve[method][width]``
+    (``curve``: {method: {width: value}} or one {width: value} for every method)."""
+    def values(width, method, lam):
+        bump = (curve[method] if method in curve else curve)[width]
+        return {column: ends + (bump if lam == 0.5 else 0.0)}
+    return pair_rows({"width": WIDTHS, "method": list(methods), "lam": [0.0, 0.5, 1.0]}, values, Noise(**SD),
+                     split="test", **fixed)
+
+
 def width_merge_accuracy(holds):
     curve = by_width((0.2, 0.05, 0.005) if holds else (0.05, 0.1, 0.2))
-    rows = pair_rows({"width": WIDTHS, "definition": ["midpoint", "entezari", "max_minus_mean"]},
-                     lambda width, definition: {"value": curve[width]}, Noise(**SD), metric="error")
-    return {"barriers": table("barriers", rows)}
+    bars = pair_rows({"width": WIDTHS, "definition": ["midpoint"]}, lambda width, definition: {"value": curve[width]},
+                     Noise(**SD), metric="error")
+    return {"interpolation": table("interpolation", paths(curve)), "barriers": table("barriers", bars)}
 
 
 def temperature_calibration(holds):
@@ -42,7 +52,8 @@ def temperature_calibration(holds):
     rows = pair_rows({"width": WIDTHS, "calibrated": [False, True]},
                      lambda width, calibrated: {"value": (cal if calibrated else raw)[width]}, Noise(**SD),
                      metric="loss", definition="entezari")
-    return {"barriers": table("barriers", rows)}
+    return {"barriers": table("barriers", rows),
+            "interpolation": table("interpolation", paths(cal, column="calibrated_loss", ends=0.3))}
 
 
 def lewc(holds):
@@ -56,13 +67,16 @@ def lewc(holds):
     return {"layer_metrics": table("layer_metrics", rows)}
 
 
-def weak_additivity(holds, cos=None, shuffled=None):
-    """The default run's shape: a cosine of 0.93-0.99 rising with width, at its shuffled null (holds); the weak
-    weight-decay arm's 0.77-0.88, falling, below the null (violated)."""
+def weak_additivity(holds, cos=None, shuffled=None, reference=None):
+    """The default run's shape: a cosine of 0.94-0.96 rising with width above the Gaussian reference at equal norms
+    (0.930) and at its shuffled null (holds); the weak weight-decay arm's 0.77-0.88, falling, below both
+    (violated). ``reference``: the reference at the pair's norm balance (a B with vanishing pre-activations: 1)."""
     cos = by_width(cos or ((0.94, 0.95, 0.96) if holds else (0.88, 0.84, 0.80)))
     shuffled = by_width(shuffled or ((0.94, 0.95, 0.96) if holds else (0.90, 0.90, 0.90)))
+    ref = by_width(reference or (0.9304, 0.9304, 0.9304))
     rows = pair_rows({"width": WIDTHS, "layer": [1, 2], "lam_paper": [0.5]},
                      lambda width, **_: {"weak_additivity": cos[width], "weak_additivity_shuffled": shuffled[width],
+                                         "weak_additivity_reference": ref[width],
                                          "weak_additivity_gaussian": 0.9304}, Noise(**SD))
     return {"layer_metrics": table("layer_metrics", rows)}
 
@@ -89,45 +103,43 @@ def low_rank(holds):
 
 
 def weight_decay(holds):
-    barrier = {DEFAULT_WD: 0.01, WEAK_WD: 0.1} if holds else {DEFAULT_WD: 0.05, WEAK_WD: 0.01}
+    gap = {DEFAULT_WD: by_width((0.05, 0.02, 0.01)), WEAK_WD: by_width((0.2, 0.15, 0.1))} if holds else \
+          {DEFAULT_WD: by_width((0.05, 0.05, 0.05)), WEAK_WD: by_width((0.02, 0.01, 0.01))}
     lewc_ = {DEFAULT_WD: 0.97, WEAK_WD: 0.5} if holds else {DEFAULT_WD: 0.5, WEAK_WD: 0.9}
     arms = {"width": WIDTHS, "weight_decay": [DEFAULT_WD, WEAK_WD]}
-    bars = pair_rows({**arms, "definition": ["midpoint"]},
-                     lambda width, weight_decay, **_: {"value": barrier[weight_decay]}, Noise(**SD), metric="error")
+    ip = [r for wd in arms["weight_decay"] for r in paths(gap[wd], weight_decay=wd)]
     lm = pair_rows({**arms, "layer": [2], "lam_paper": [0.25, 0.75]},
                    lambda width, weight_decay, **_: {"lewc_cos": lewc_[weight_decay]}, Noise(**SD))
-    return {"barriers": table("barriers", bars), "layer_metrics": table("layer_metrics", lm)}
+    return {"interpolation": table("interpolation", ip), "layer_metrics": table("layer_metrics", lm)}
 
 
 def weight_matching_no_gain(holds):
-    plain = by_width((0.3, 0.1, 0.03))
-    matched = by_width((0.05, 0.05, 0.025) if holds else (0.05, 0.05, 0.0))
-    rows = pair_rows({"width": WIDTHS, "method": ["identity", "weight_matching"], "definition": ["midpoint"]},
-                     lambda width, method, **_: {"value": (plain if method == "identity" else matched)[width]},
-                     Noise(**SD), metric="error")
-    return {"barriers": table("barriers", rows)}
+    """The paper's MLP row at the widest width (holds: plain 0.52%, weight matching −0.03%, a gain of 0.55 points);
+    violated: weight matching still gains 2 points there."""
+    plain = by_width((0.3, 0.1, 0.0052 if holds else 0.03))
+    matched = by_width((0.05, 0.05, -0.0003 if holds else 0.01))
+    return {"interpolation": table("interpolation", paths({"identity": plain, "weight_matching": matched},
+                                                          methods=("identity", "weight_matching")))}
 
 
-def random_permutation(holds, matched=None):
-    """Plain and randomly permuted B alike (the default run: 0.23 / 0.26 at the narrowest, 0.029 / 0.029 at the
-    widest); weight matching far better at the narrowest width and, where the claim holds, within half a point
-    at the widest (violated: the default run's 2.6 points)."""
+def random_permutation(holds, permuted=None):
+    """Plain and randomly permuted B: pair by pair 2-3 points apart at the narrowest width (the default run's
+    barriers 0.23 / 0.26), within a fraction of a point at the widest (holds) or 2 points apart there (violated)."""
     plain = by_width((0.23, 0.07, 0.029))
-    matched = by_width(matched or ((0.01, 0.01, 0.025) if holds else (0.01, 0.01, 0.003)))
-    rows = pair_rows({"width": WIDTHS, "method": ["identity", "random_permutation", "weight_matching"],
-                      "definition": ["midpoint"]},
-                     lambda width, method, **_: {"value": (matched if method == "weight_matching" else plain)[width]},
-                     Noise(**SD), metric="error")
-    return {"barriers": table("barriers", rows)}
+    permuted = by_width(permuted or ((0.26, 0.075, 0.029) if holds else (0.26, 0.09, 0.049)))
+    return {"interpolation": table("interpolation", paths({"identity": plain, "random_permutation": permuted},
+                                                          methods=("identity", "random_permutation")))}
 
 
 def cross_transformation_cosine(holds):
+    own = by_width((0.8, 0.9, 0.95) if holds else (0.8, 0.7, 0.6))
     cos = by_width((0.8, 0.9, 0.97) if holds else (0.8, 0.75, 0.7))
     permuted = by_width((0.82, 0.92, 0.98) if holds else (0.95, 0.95, 0.95))
     rows = pair_rows({"width": WIDTHS, "layer": [2, 3], "lam_paper": [0.5]},
-                     lambda width, **_: {"cross_transform_cos": cos[width], "cross_transform_cos_permuted_a":
+                     lambda width, **_: {"own_input_cos_a": own[width], "own_input_cos_b": own[width],
+                                         "cross_transform_cos": cos[width], "cross_transform_cos_permuted_a":
                                          permuted[width], "cross_transform_cos_permuted_b": permuted[width],
-                                         "cross_ratio_a": 0.3}, Noise(**SD))
+                                         "own_norm_ratio": 1.0}, Noise(**SD))
     return {"layer_metrics": table("layer_metrics", rows)}
 
 
@@ -167,16 +179,18 @@ def sigma_f_identity(holds):
     rows = pair_rows({"sigma_f": SIGMAS, "layer": [0, 1]}, lambda sigma_f, layer: {
         "identity_normalized": curve[sigma_f]}, Noise(**SD), symmetry="w_asymmetric", feature="post_activation",
         similarity="pearson")
-    return {"identifiability": table("identifiability", rows)}
+    return {"identifiability": table("identifiability", [{**r, "point": f"s{r['sigma_f']}"} for r in rows])}
 
 
 def sigma_f_unaligned_barrier(holds):
+    """The authors' relative accuracy barrier (train split, ≤ 0: −drop/100) falls in size as σ_F grows."""
     un = dict(zip(SIGMAS, (0.4, 0.3, 0.1, 0.02) if holds else (0.1, 0.2, 0.3, 0.4), strict=True))
     al = dict(zip(SIGMAS, (0.05, 0.03, 0.01, 0.0), strict=True))
     rows = pair_rows({"sigma_f": SIGMAS, "method": ["identity", "activation_matching"]},
-                     lambda sigma_f, method: {"error_barrier_entezari": (un if method == "identity" else al)[sigma_f]},
-                     Noise(**SD), symmetry="w_asymmetric")
-    return {"identifiability_lmc": table("identifiability_lmc", rows)}
+                     lambda sigma_f, method: {
+                         "relative_accuracy_barrier": -(un if method == "identity" else al)[sigma_f]},
+                     Noise(**SD), symmetry="w_asymmetric", split="train")
+    return {"identifiability_lmc": table("identifiability_lmc", [{**r, "point": f"s{r['sigma_f']}"} for r in rows])}
 
 
 def intrinsic_dimension(holds):
@@ -192,15 +206,16 @@ def intrinsic_dimension(holds):
 
 
 def interpolation_curves(drop: dict, noise: Noise, epochs: int = 10) -> list[dict]:
-    """Unaligned interpolation curves (3 λ, test split) whose relative accuracy drop in % is ``drop[(σ_F, k)]``
+    """Unaligned interpolation curves (3 λ, train split) whose relative accuracy drop in % is ``drop[(σ_F, k)]``
     plus the pair's noise: endpoints at 0.9, the midpoint lowered accordingly."""
     rows = []
     for (a, b) in PAIRS:
         for (sigma_f, k), d in drop.items():
             dd = max(0.0, noise.pair(d, a, b))
             for lam, acc in ((0.0, 0.9), (0.5, 0.9 * (1 - dd / 100)), (1.0, 0.9)):
-                rows.append({"seed_a": a, "seed_b": b, "sigma_f": sigma_f, "dataset": f"gs_k{k}", "point": f"k{k}",
-                             "epochs": epochs, "lam": lam, "acc": acc, "symmetry": "w_asymmetric"})
+                rows.append({"seed_a": a, "seed_b": b, "sigma_f": sigma_f, "dataset": f"gs_k{k}",
+                             "point": f"s{sigma_f}k{k}", "epochs": epochs, "lam": lam, "acc": acc,
+                             "symmetry": "w_asymmetric", "split": "train"})
     return rows
 
 
@@ -219,9 +234,10 @@ def subspace_coherence(holds, unmasked=None):
     nus = (0.1, 0.2, 0.5, 1.0)
 
     def values(nu, symmetry):
+        fit = {"loss_a": 0.05, "loss_b": 0.05, "baseline_mse": 0.68}  # both arms explain 93% of the variance
         if symmetry == "standard":
-            return {"regression_midpoint_barrier": unmasked(nu) if unmasked else 0.27 + 0.04 * nu}
-        return {"regression_midpoint_barrier": 0.3 * (1 - nu) if holds else 0.3 * nu}
+            return {"regression_midpoint_barrier": unmasked(nu) if unmasked else 0.27 + 0.04 * nu, **fit}
+        return {"regression_midpoint_barrier": 0.3 * (1 - nu) if holds else 0.3 * nu, **fit}
     rows = pair_rows({"nu": nus, "symmetry": ["w_asymmetric", "standard"]}, values, Noise(**SD))
     return {"coherence": table("coherence", rows)}
 
@@ -229,8 +245,9 @@ def subspace_coherence(holds, unmasked=None):
 def identifiability_tradeoff(holds):
     def values(symmetry):
         acc = 0.84 if symmetry == "standard" else (0.80 if holds else 0.86)
-        return {"test_acc": acc, "train_acc": acc + 0.1, "train_loss": 0.01, "test_loss": 0.5,
-                "train_loss_late_drop": 0.004}
+        loss = 0.01 if symmetry == "standard" else (0.05 if holds else 0.005)  # the broken network fits worse
+        return {"test_acc": acc, "train_acc": acc + 0.1, "train_loss": loss, "test_loss": 0.5,
+                "train_loss_late_drop": 0.004, "weight_norm": 10.0 if symmetry == "standard" else 12.0}
     rows = seed_rows({"symmetry": ["standard", "w_asymmetric"]}, values, Noise(**SD), sigma_f=3.0)
     return {"runs": table("runs", rows)}
 
@@ -268,7 +285,11 @@ def test_every_claim_has_a_power_case():
     assert sorted(CASES) == sorted(REGISTRY) and len(CASES) == 20
 
 
-@pytest.mark.parametrize("cid", sorted(CASES))
+RETIRED = {"active-neuron-overlap"}  # decided by nothing: test_retired_claim_reports_and_decides_nothing
+DECIDED = sorted(set(CASES) - RETIRED)
+
+
+@pytest.mark.parametrize("cid", DECIDED)
 def test_claim_supported_when_it_holds(cid):
     res = verdict(cid, CASES[cid](True))
     assert res["verdict"] == "supported", (res["reason"], [(t["name"], t["statistic"], t["ci_low"], t["ci_high"],
@@ -277,7 +298,7 @@ def test_claim_supported_when_it_holds(cid):
     assert all(t["verdict"] == "supported" for t in res["criteria"])
 
 
-@pytest.mark.parametrize("cid", sorted(CASES))
+@pytest.mark.parametrize("cid", DECIDED)
 def test_claim_not_supported_when_violated(cid):
     res = verdict(cid, CASES[cid](False))
     assert res["verdict"] == "not_supported", (res["reason"], [(t["name"], t["statistic"], t["ci_low"],
@@ -289,41 +310,49 @@ def criteria(res: dict) -> dict:
     return {t["name"]: t["verdict"] for t in res["criteria"]}
 
 
-def test_weak_additivity_fails_on_its_level_alone_and_on_its_control_alone():
-    low = verdict("weak-additivity", weak_additivity(True, cos=(0.84, 0.85, 0.86), shuffled=(0.84, 0.85, 0.86)))
+def test_weak_additivity_fails_on_its_reference_alone_and_on_its_control_alone():
+    low = verdict("weak-additivity", weak_additivity(True, cos=(0.90, 0.91, 0.92), shuffled=(0.90, 0.91, 0.92)))
     assert low["verdict"] == "not_supported" and criteria(low) == {
-        "cos_widest": "not_supported", "trend": "supported", "shortfall_vs_shuffled": "supported"}
-    below_null = verdict("weak-additivity", weak_additivity(True, cos=(0.91, 0.92, 0.93), shuffled=(0.99, 0.99, 0.99)))
+        "excess_over_reference": "not_supported", "trend": "supported", "shortfall_vs_shuffled": "supported"}
+    below_null = verdict("weak-additivity", weak_additivity(True, cos=(0.90, 0.91, 0.92), shuffled=(0.99, 0.99, 0.99),
+                                                            reference=(0.85, 0.85, 0.85)))
     assert below_null["verdict"] == "not_supported" and criteria(below_null) == {
-        "cos_widest": "supported", "trend": "supported", "shortfall_vs_shuffled": "not_supported"}
+        "excess_over_reference": "supported", "trend": "supported", "shortfall_vs_shuffled": "not_supported"}
+    # a B whose pre-activations vanish: ReLU is trivially additive (cosine 1) and so is the reference at that
+    # balance: no excess, a high cosine is no evidence then
+    trivial = verdict("weak-additivity", weak_additivity(True, cos=(0.995, 0.997, 0.999),
+                                                         shuffled=(0.995, 0.997, 0.999), reference=(0.999,) * 3))
+    assert criteria(trivial)["excess_over_reference"] != "supported" and trivial["verdict"] != "supported"
 
 
-def test_random_permutation_fails_where_the_searched_permutation_still_helps_or_helps_more():
+def test_random_permutation_fails_where_the_permutation_still_matters_or_matters_more():
     still = verdict("random-permutation", random_permutation(False))
-    assert criteria(still) == {"advantage_widest": "not_supported", "advantage_shrinks": "supported"}
-    grows = verdict("random-permutation", random_permutation(True, matched=(0.24, 0.07, 0.025)))
-    assert criteria(grows) == {"advantage_widest": "supported", "advantage_shrinks": "not_supported"}
-    assert grows["reported"]["random_minus_identity_widest"]["statistic"] == pytest.approx(0.0, abs=0.005)
+    assert criteria(still) == {"sensitivity_widest": "not_supported", "sensitivity_shrinks": "supported"}
+    grows = verdict("random-permutation", random_permutation(True, permuted=(0.23, 0.07, 0.045)))
+    assert criteria(grows)["sensitivity_shrinks"] == "not_supported"
+    # the signed difference (random − unpermuted) is reported: 0 in expectation, whatever the width
+    assert verdict("random-permutation", random_permutation(True))["reported"]["random_minus_identity_widest"][
+        "statistic"] == pytest.approx(0.0, abs=0.005)
 
 
-def test_active_overlap_is_judged_against_chance_at_the_same_active_fraction():
-    res = verdict("active-neuron-overlap", active_neuron_overlap(True))
-    assert res["verdict"] == "supported" and res["reported"]["jaccard_widest"]["statistic"] > 0.7  # a high level
-    assert "τ = 0.001" in res["criteria"][0]["description"]
-    # the τ sweep (table active_overlap) is reported beside the verdict, which stays at the stated τ
-    frac = {1e-3: 0.85, 1e-2: 0.6, 1e-1: 0.3}
-    sweep = pair_rows({"width": WIDTHS, "layer": [1, 2], "active_threshold": list(frac)},
-                      lambda active_threshold, **_: {
-                          "frac_active_a": frac[active_threshold], "frac_active_b": frac[active_threshold],
-                          "active_jaccard_independent": frac[active_threshold] / (2 - frac[active_threshold]),
-                          "active_jaccard": frac[active_threshold] / (2 - frac[active_threshold])
-                          + (0.2 if active_threshold == 1e-1 else 0.0)}, Noise(**SD))
-    swept = verdict("active-neuron-overlap", {**active_neuron_overlap(True),
-                                              "active_overlap": table("active_overlap", sweep)})
-    assert swept["verdict"] == res["verdict"] and swept["criteria"] == res["criteria"]
-    assert swept["reported"]["excess_over_independent_tau_0.1"]["statistic"] == pytest.approx(0.2, abs=0.01)
-    assert swept["reported"]["active_fraction_tau_0.01"]["statistic"] == pytest.approx(0.6, abs=0.01)
-    assert sorted(swept["details"]["tau_sweep"]) == ["0.001", "0.01", "0.1"]
+def test_weight_matching_no_gain_passes_the_papers_mlp_row_and_a_perfect_weight_matching():
+    """Table 1's MLP row (plain 0.52%, weight matching −0.03%: a gain of 0.55 points) is inside the one-point margin,
+    and so is a weight matching that removes the whole barrier of a plain merge within it; the old relative form
+    (plain − WM)/plain gave 1.06 for the paper's own row."""
+    assert verdict("weight-matching-no-gain", weight_matching_no_gain(True))["verdict"] == "supported"
+    plain, perfect = by_width((0.3, 0.1, 0.005)), by_width((0.05, 0.05, 0.0))
+    res = verdict("weight-matching-no-gain", {"interpolation": table("interpolation", paths(
+        {"identity": plain, "weight_matching": perfect}, methods=("identity", "weight_matching")))})
+    assert res["verdict"] == "supported"
+
+
+def test_active_neuron_overlap_is_retired_and_reports_its_statistics():
+    """Unit identity is arbitrary between unaligned models: any active-set overlap equals chance in expectation, so
+    the claim decides nothing (inconclusive, the reason says why) and reports the Jaccard, its chance value and the
+    τ sweep."""
+    res = verdict("active-neuron-overlap", active_neuron_overlap(False))
+    assert res["verdict"] == "inconclusive" and res["reason"].startswith("retired:") and res["criteria"] == []
+    assert res["reported"]["jaccard_widest"]["statistic"] > 0.7
 
 
 def test_controls_of_the_identifiability_trends():
