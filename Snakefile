@@ -9,6 +9,7 @@ min_version("9.0")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/imported.smk"
 include: "workflow/rules/merge.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/identifiability.smk"

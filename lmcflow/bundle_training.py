@@ -21,6 +21,7 @@ from lmcflow.evaluation import resolve_precision
 from lmcflow.random_ops import check_random_ops, step_keys
 from lmcflow.seeding import generator
 from lmcflow.stacked_model import Stack, bundle_forward, member_losses
+from lmcflow.state import load_into
 from lmcflow.train_state import optimizer_tensors, read_state, usable_state, write_state
 from lmcflow.training import DivergenceError, apply_crop_flip, crop_flip_draws, lr_at, optimizer_for, train
 
@@ -130,7 +131,7 @@ def train_bundle(members: list[Member], device: torch.device, on_batch=None, sta
     for i, m in enumerate(members):
         if usable_state(m.state_path, m.digest):
             tensors, meta = read_state(m.state_path)
-            m.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
+            load_into(m.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
             gens[i].set_state(tensors["rng/data"])
             start[i], histories[i] = int(meta["epoch"]), list(meta["history"])
             saved[i] = ({k: v for k, v in tensors.items() if k.startswith("opt/")}, meta["optimizer"])
@@ -302,6 +303,6 @@ def _train_group(members: list[Member], gens: list, histories: list, saved: list
                                 epoch + 1, histories[p], m.digest)
     seconds = time.perf_counter() - t0
     for r, p in enumerate(active):
-        members[p].model.load_state_dict(stack.member_state(r))
+        load_into(members[p].model, stack.member_state(r))
     for res in results:
         res["train_seconds"] = seconds

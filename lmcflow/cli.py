@@ -15,6 +15,9 @@
     lmcflow trace CLAIM [--config my.yaml] # verdict -> statistic -> tables -> rules and job functions -> config keys
     lmcflow plan --configfile my.yaml [--max-runtime MIN]  # per rule: jobs, longest request, hours requested and
                                           # estimated, jobs above the cluster limit (no data needed)
+    lmcflow spec MODULE:FACTORY --in-shape 3,32,32 [--num-classes 10] [--kwargs JSON] [--override PATH=fixed]
+                                          # a model's derived permutation groups, coverage by layer, the proof's
+                                          # residual and what was refused (lmcflow/spec_report.py)
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from lmcflow.claims import REGISTRY
 from lmcflow.claims.margins import margin_text
@@ -37,6 +41,7 @@ from lmcflow.config.point_schema import validate_points
 from lmcflow.grouping import all_grid_groups, pair_blocks
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
+from lmcflow.plan.imported import Imports
 from lmcflow.plan.requests import group_fits
 from lmcflow.plan.rules import Plan
 from lmcflow.plan.summary import format_plan
@@ -52,6 +57,7 @@ def load_and_check(path: str | None, overrides: list[str] | None = None) -> tupl
     check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
     points = expand_points(cfg)
     validate_points(points)
+    Imports(SimpleNamespace(config=cfg))  # imported checkpoints exist, one per seed (relative to the cwd)
     return cfg, points
 
 
@@ -80,7 +86,8 @@ def format_claim(r: dict) -> str:
     if r.get("convention_margin"):  # the verdict rests on a threshold we chose
         lines.append(f"{'':28s} {r['convention_margin']}")
     if r.get("endpoint_gate"):
-        lines.append(f"{'':28s} endpoint gate: {r['endpoint_gate']}")
+        gate = r["endpoint_gate"]  # "passed (n models)", or a failed gate's reason, which names the gate itself
+        lines.append(f"{'':28s} {gate if gate.startswith('endpoint gate:') else f'endpoint gate: {gate}'}")
     if r["controls"]:
         lines.append(f"{'':28s} controls: {r['controls']}")
     if r.get("null_controls"):  # the headline statistic on real pairs beside pairs with a null partner B
@@ -115,7 +122,17 @@ def _seed_range(seeds: list) -> str:
 def claims_markdown(results: str | Path) -> str:
     """A Markdown verdict table from ``results/claims/*.json``: claim, paper, verdict, the headline statistic
     with its 95% interval, and the paper's values that fit our study (all of them where none fits)."""
-    rows = [json.loads(f.read_text()) for f in sorted((Path(results) / "claims").glob("*.json"))]
+    files = sorted((results_folder(results) / "claims").glob("*.json"))
+    if not files:
+        raise MissingInput(f"{Path(results) / 'claims'}: no claim JSONs to tabulate; a run makes them: "
+                           "`snakemake --cores all` (one claim: `snakemake --cores all RESULTS/claims/CLAIM_ID.json`)")
+    rows = []
+    for f in files:
+        try:
+            rows.append(json.loads(f.read_text()))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ConfigError(f"{f}: not a claim JSON written by lmcflow ({err}); rebuild it with "
+                              f"`snakemake --cores all --forcerun {f}`") from err
     replicated = any("replication" in r for r in rows)
     lines = ["| claim | paper | verdict | ours: statistic [95% CI] | paper's value (ours) |"
              + (" replicate seeds: verdict |" if replicated else ""),
@@ -165,7 +182,13 @@ def verdict_table(repo: Path, results: str) -> str:
 def update_verdict_tables(doc: Path, repo: Path) -> bool:
     """Rewrite every ``<!-- verdicts: lmcflow claims --markdown DIR -->`` … ``<!-- /verdicts -->`` block of ``doc``
     from DIR (relative to ``repo``); True if the file changed."""
+    if not doc.is_file():
+        raise MissingInput(f"{doc}: no such file" + (" (a folder)" if doc.is_dir() else "") + "; --update-doc "
+                           "rewrites the verdict tables of a Markdown file such as README.md")
     text = doc.read_text()
+    if not VERDICT_BLOCK.search(text):
+        raise MissingInput(f"{doc}: holds no verdict table to update (a block '<!-- verdicts: lmcflow claims "
+                           "--markdown DIR -->' … '<!-- /verdicts -->')")
     new = VERDICT_BLOCK.sub(lambda m: m.group(1) + verdict_table(repo, m.group(2)) + m.group(4), text)
     if new != text:
         doc.write_text(new)
@@ -209,9 +232,13 @@ def main(argv=None) -> int:
     pl.add_argument("--configfile", action="append", default=[], help="as snakemake's (repeatable)")
     pl.add_argument("--max-runtime", type=int, metavar="MIN", help="cluster.max_runtime for this plan (minutes)")
     pl.add_argument("--no-limit", action="store_true", help="cluster.max_runtime and max_mem_mb unset")
+    sub.add_parser("spec", help="the permutation spec lmcflow derives for MODULE:FACTORY (lmcflow spec --help)",
+                   add_help=False)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["run"]:  # everything after it is snakemake's
         return run_workflow(argv[1:])
+    if argv[:1] == ["spec"]:  # torch's own process: this command line stays torch-free
+        os.execv(sys.executable, [sys.executable, "-m", "lmcflow.spec_report", *argv[1:]])
     args = ap.parse_args(argv)
     try:
         if args.cmd == "plan":
@@ -283,9 +310,16 @@ def run_verify(results: str, workdir: str | None, published: bool = False, confi
     for problem in result.problems:
         print(problem)
     print(result.summary())
-    if result.ok or published:
-        return 0 if result.ok else 1
     config = " ".join(configfiles) or "config/config.yaml (the embedded default)"
+    missing, why_not = ([], "") if published else result.missing_outputs(configfiles)
+    if missing:
+        shown = missing[:12] + ([f"… and {len(missing) - 12} more"] if len(missing) > 12 else [])
+        print(f"Incomplete: {len(missing)} output{'s' * (len(missing) != 1)} of the run of {config} missing:\n  "
+              + "\n  ".join(shown) + f"\nMake them with:\n  {result.make_command(configfiles)}")
+    elif why_not and result.ok:
+        print(f"(not checked for missing outputs: {why_not})")
+    if result.ok or published:
+        return 0 if result.ok and not missing else 1
     targets, unowned = result.rebuild_targets(configfiles)
     if targets:
         print(f"Rebuild with the jobs that make {'these files' if len(result.problems) > 1 else 'this file'} and "
@@ -306,6 +340,7 @@ def run_workflow(args: list[str]) -> int:
         cfg = resolve_config(configfiles, overrides)
         check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
         validate_points(expand_points(cfg))
+        Imports(SimpleNamespace(config=cfg))
     except ConfigError as err:
         print(f"lmcflow run: {err}", file=sys.stderr)
         return 2

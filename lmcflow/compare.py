@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from lmcflow.inputs import results_folder
 from lmcflow.io import TABLE_KIND_KEY, sha256_file, table_content_sha256
-from lmcflow.tables import IDENT_POINT_COLUMNS
+from lmcflow.tables import IDENT_POINT_COLUMNS, RUN_SPECIFIC_COLUMNS
 
 PAIR = ["seed_a", "seed_b", "method"]
 # Columns besides the point columns that name a row (its key), by table kind; the point columns of the
@@ -39,6 +39,8 @@ ROW_KEYS: dict[str, list[str]] = {
     "barriers": PAIR + ["repair", "split", "metric", "calibrated", "definition"],
     "alignment": PAIR,
     "layer_metrics": PAIR + ["layer", "lam_paper"],
+    "active_overlap": PAIR + ["layer", "active_threshold"],
+    "merge_many": ["seeds", "n_models", "method", "repair", "calibrated"],
     "identifiability": ["seed_a", "seed_b", "layer", "feature", "similarity"],
     "identifiability_lmc": PAIR + ["split"],
     "swap_costs": ["seed", "layer"],
@@ -64,6 +66,12 @@ class TableDiff:
     columns_only: tuple[list, list] = ([], [])
     unaligned: str = ""  # why rows could not be aligned
 
+    def changed_columns(self) -> set[str] | None:
+        """The columns whose values differ, or None where more than values differ (rows, columns, alignment)."""
+        if self.unaligned or any(self.unmatched) or any(self.columns_only) or self.rows[0] != self.rows[1]:
+            return None
+        return ({c for c, (v, _) in self.max_abs.items() if v > 0} | set(self.nan_mismatch) | set(self.differing))
+
     def lines(self) -> list[str]:
         out = [f"rows {self.rows[0]} | {self.rows[1]}"]
         if self.columns_only[0] or self.columns_only[1]:
@@ -84,6 +92,7 @@ class Comparison:
     theirs: Path
     identical: list[str] = field(default_factory=list)
     same_content: list[str] = field(default_factory=list)
+    timing_only: dict[str, list[str]] = field(default_factory=dict)  # table -> its timing columns that differ
     differs: dict[str, list[str]] = field(default_factory=dict)  # file -> how
     only_mine: list[str] = field(default_factory=list)
     only_theirs: list[str] = field(default_factory=list)
@@ -96,13 +105,20 @@ class Comparison:
 
     @property
     def bits_agree(self) -> bool:
-        return not (self.same_content or self.differs or self.only_mine or self.only_theirs)
+        return not (self.same_content or self.timing_only or self.differs or self.only_mine or self.only_theirs)
+
+    @property
+    def content_agrees(self) -> bool:
+        """Every file the same up to encoding and the columns that time a job (tables.RUN_SPECIFIC_COLUMNS)."""
+        return not (self.differs or self.only_mine or self.only_theirs)
 
     def report(self) -> list[str]:
         lines = [f"lmcflow verify --against: {self.mine} (mine) vs {self.theirs} (theirs)",
                  f"identical bits: {len(self.identical)} files"]
         if self.same_content:
             lines.append(f"same content, other bytes: {', '.join(self.same_content)}")
+        for name, cols in self.timing_only.items():
+            lines.append(f"differs only in timing columns (not results): {name} ({', '.join(cols)})")
         for name, how in self.differs.items():
             lines.append(f"differs: {name}")
             lines += [f"    {h}" for h in how]
@@ -111,16 +127,18 @@ class Comparison:
         for cid, (a, b) in sorted(self.verdicts.items()):
             lines.append(_claim_line(cid, a, b))
         agree = sum(a is not None and b is not None and a["verdict"] == b["verdict"] for a, b in self.verdicts.values())
-        n_files = len(self.identical) + len(self.same_content) + len(self.differs) + len(self.only_mine) \
-            + len(self.only_theirs)
+        n_files = len(self.identical) + len(self.same_content) + len(self.timing_only) + len(self.differs) \
+            + len(self.only_mine) + len(self.only_theirs)
         lacking = [f"{role} {root}" for role, root, i in (("mine", self.mine, 0), ("theirs", self.theirs, 1))
                    if not any(pair[i] is not None for pair in self.verdicts.values())]
         verdicts = (f"every verdict agrees ({agree} claims)" if self.verdicts_agree else
                     f"no claims in {' nor in '.join(lacking)} (tables/claims.parquet or claims/*.json): no verdicts "
                     "to compare" if lacking else
                     f"verdicts disagree ({agree} of {len(self.verdicts)} claims agree)")
+        same = f"{len(self.identical)} of {n_files} files identical"
         bits = ("the bits agree" if self.bits_agree else
-                f"the bits differ ({len(self.identical)} of {n_files} files identical)")
+                f"the bits differ only in encoding or timing columns ({same})" if self.content_agrees else
+                f"the bits differ ({same})")
         lines.append(f"lmcflow verify --against: {verdicts}; {bits}")
         return lines
 
@@ -216,7 +234,13 @@ def _compare_table(c: Comparison, name: str, a: Path, b: Path) -> None:
         c.same_content.append(name)
         return
     kind = (ta.schema.metadata or {}).get(TABLE_KIND_KEY, a.stem.encode()).decode()
-    c.differs[name] = table_diff(ta.to_pandas(), tb.to_pandas(), kind).lines()
+    diff = table_diff(ta.to_pandas(), tb.to_pandas(), kind)
+    changed = diff.changed_columns()
+    timing = RUN_SPECIFIC_COLUMNS.get(kind, ())
+    if changed is not None and changed and changed <= set(timing):
+        c.timing_only[name] = [col for col in timing if col in changed]
+    else:
+        c.differs[name] = diff.lines()
 
 
 def row_key(df: pd.DataFrame, kind: str) -> list[str]:
@@ -240,13 +264,14 @@ def table_diff(a: pd.DataFrame, b: pd.DataFrame, kind: str) -> TableDiff:
         if dup:
             d.unaligned = f"{dup} rows of {side} repeat a key ({', '.join(key)})"
             return d
-    m = a.merge(b, on=key, how="outer", suffixes=("\0a", "\0b"), indicator=True)
-    d.unmatched = (int((m["_merge"] == "left_only").sum()), int((m["_merge"] == "right_only").sum()))
-    m = m[m["_merge"] == "both"].reset_index(drop=True)
+    m = a[key].merge(b[key], on=key, how="outer", indicator=True)  # the keys only: an outer merge turns a
+    d.unmatched = (int((m["_merge"] == "left_only").sum()), int((m["_merge"] == "right_only").sum()))  # column
+    m = a.merge(b, on=key, how="inner", suffixes=("\0a", "\0b"))  # with a missing row into floats; inner keeps types
     varying = [k for k in key if m[k].nunique(dropna=False) > 1]
     for col in (x for x in a.columns if x in b.columns and x not in key):
         x, y = m[f"{col}\0a"], m[f"{col}\0b"]
-        if pd.api.types.is_float_dtype(x) and pd.api.types.is_float_dtype(y):
+        numeric = all(pd.api.types.is_numeric_dtype(v) and not pd.api.types.is_bool_dtype(v) for v in (x, y))
+        if numeric and (pd.api.types.is_float_dtype(x) or pd.api.types.is_float_dtype(y)):
             xv, yv = x.to_numpy(float), y.to_numpy(float)
             nan_x, nan_y = np.isnan(xv), np.isnan(yv)
             both = ~nan_x & ~nan_y
@@ -256,8 +281,9 @@ def table_diff(a: pd.DataFrame, b: pd.DataFrame, kind: str) -> TableDiff:
             d.max_abs[col] = (float(delta.max(initial=0.0)), at)
             if (nan_x != nan_y).any():
                 d.nan_mismatch[col] = int((nan_x != nan_y).sum())
-        else:
-            n = int((x.astype(str).to_numpy() != y.astype(str).to_numpy()).sum())
+        else:  # integers as integers, strings and booleans as themselves (never their text: 6442 == 6442.0)
+            same = (x.to_numpy(object) == y.to_numpy(object)) | (x.isna().to_numpy() & y.isna().to_numpy())
+            n = int((~same).sum())
             if n:
                 d.differing[col] = n
     return d

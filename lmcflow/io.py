@@ -27,6 +27,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from safetensors import SafetensorError, safe_open
 
+from lmcflow.state import METADATA_KEY, metadata_json, with_metadata_json
+
 if TYPE_CHECKING:  # torch is imported lazily where needed
     import torch
 
@@ -126,13 +128,27 @@ def sha256_file(path) -> str:
     return h.hexdigest()
 
 
+def folder_sha256(root) -> str:
+    """SHA-256 over a folder's files: each file's path relative to ``root`` and its own SHA-256, in sorted order
+    (an image folder of ``data.custom``)."""
+    root = Path(root)
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(f"{f.relative_to(root).as_posix()}\0{sha256_file(f)}\n".encode())
+    return h.hexdigest()
+
+
 def save_tensors(path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> str:
-    """Save tensors as safetensors atomically; returns the file's SHA-256."""
+    """Save tensors as safetensors atomically; returns the file's SHA-256. A state_dict's ``_metadata`` (module
+    versions) is kept as JSON in the header (``lmcflow.state``)."""
     from safetensors.torch import (
         save_file,  # lazy: table jobs import this module without torch
     )
 
     meta = {"lmcflow": json.dumps(metadata or {}, sort_keys=True, default=_json_default)}
+    torch_meta = metadata_json(tensors)  # a state_dict's module versions (lmcflow.state), covered by the hash
+    if torch_meta is not None:
+        meta[METADATA_KEY] = torch_meta
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata=meta)
@@ -141,7 +157,8 @@ def save_tensors(path, tensors: dict[str, torch.Tensor], metadata: dict | None =
 
 
 def load_tensors(path, expected_sha256: str | None = None, rebuild_hint: str = "") -> tuple[dict, dict]:
-    """Load a safetensors file and its lmcflow metadata, verifying the hash when given."""
+    """Load a safetensors file and its lmcflow metadata, verifying the hash when given; a state_dict's
+    ``_metadata`` stored by ``save_tensors`` comes back on the returned ``OrderedDict``."""
     path = Path(path)
     hint = (f" Delete it and rebuild it with {rebuild_hint}." if rebuild_hint
             else " Delete it and rerun the workflow to rebuild it.")
@@ -158,7 +175,9 @@ def load_tensors(path, expected_sha256: str | None = None, rebuild_hint: str = "
     try:
         tensors = load_file(str(path))
         with safe_open(str(path), framework="pt") as fh:
-            meta = json.loads((fh.metadata() or {}).get("lmcflow", "{}"))
+            header = fh.metadata() or {}
+            meta = json.loads(header.get("lmcflow", "{}"))
+        tensors = with_metadata_json(tensors, header.get(METADATA_KEY))
     except (SafetensorError, OSError, ValueError, json.JSONDecodeError) as err:
         raise CorruptFileError(f"{path}: cannot be read as a safetensors file ({err}).{hint}") from err
     return tensors, meta

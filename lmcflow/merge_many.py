@@ -25,6 +25,7 @@ from lmcflow.alignment.methods import activation_matching, weight_matching, weig
 from lmcflow.alignment.spec import PermutationSpec, apply_permutation
 from lmcflow.evaluation import metrics_from_outputs, predict, reset_bn_stats
 from lmcflow.metrics import cross_entropy_at, fit_inverse_temperature
+from lmcflow.state import like_state
 
 MANY_METHODS = ("identity", "weight_matching", "activation_matching")
 
@@ -42,7 +43,7 @@ def average_states(states: list[dict]) -> dict:
             out[k] = (sum(s[k].double() for s in states) / len(states)).to(t.dtype)
         else:
             out[k] = t.clone()
-    return out
+    return like_state(out, states[0])
 
 
 def identity_perms(spec: PermutationSpec) -> dict:

@@ -12,6 +12,7 @@ from torch.func import functional_call, vmap
 
 from lmcflow.evaluation import metrics_from_outputs, predict, reset_bn_stats
 from lmcflow.metrics import cross_entropy_at, fit_inverse_temperature
+from lmcflow.state import like_state
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def interpolate_state(sd_a: dict, sd_b: dict, lam: float) -> dict:
             out[k] = a.clone() if lam == 0 else b.clone() if lam == 1 else torch.lerp(a, b, lam)
         else:
             out[k] = a.clone()
-    return out
+    return like_state(out, sd_a)
 
 
 def path_inputs(data, train_eval_size=None, bn_reset_size=None) -> tuple[dict, dict, torch.Tensor]:

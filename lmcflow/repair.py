@@ -37,6 +37,7 @@ from torch import nn
 from lmcflow.alignment.spec import PermutationSpec, permutation_spec
 from lmcflow.evaluation import reset_bn_stats
 from lmcflow.models import has_batchnorm
+from lmcflow.state import like_state
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ def repair_state(model: nn.Module, state: dict, goal: dict, x: torch.Tensor, pla
     model.load_state_dict(state)
     if has_batchnorm(model):
         reset_bn_stats(model, x, batch_size)
-        return {k: v.clone() for k, v in model.state_dict().items()}
+        return _cloned(model)
     modules = dict(model.named_modules())
     for group, index, name in plan:
         mean, std = channel_stats(model, index, x, batch_size)
@@ -177,7 +178,7 @@ def repair_state(model: nn.Module, state: dict, goal: dict, x: torch.Tensor, pla
         if found is not None:
             found[name] = (a.clone(), c.clone())
         fold(modules[name], a, c, f"{name} (group {group})")
-    return {k: v.clone() for k, v in model.state_dict().items()}
+    return _cloned(model)
 
 
 class ChannelAffine(nn.Module):
@@ -193,6 +194,11 @@ class ChannelAffine(nn.Module):
         out = self.inner(x)
         shape = (1, -1) + (1,) * (out.dim() - 2)
         return out * self.a.reshape(shape) + self.c.reshape(shape)
+
+
+def _cloned(model: nn.Module):
+    sd = model.state_dict()
+    return like_state(((k, v.clone()) for k, v in sd.items()), sd)
 
 
 def with_correction_layers(model: nn.Module, state: dict, found: dict) -> nn.Module:

@@ -14,6 +14,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from lmcflow.io import CorruptFileError, load_tensors, save_tensors
+from lmcflow.state import load_into
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def read_state(path) -> tuple[dict, dict]:
 
 def load_state(path, model, opt, g_data: torch.Generator) -> tuple[int, list]:
     tensors, meta = read_state(path)
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
+    load_into(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model/")})
     restore_optimizer(opt, tensors, meta["optimizer"])
     g_data.set_state(tensors["rng/data"])
     torch.set_rng_state(tensors["rng/torch"])

@@ -105,6 +105,30 @@ class Verification:
                 targets[found] = None
         return list(targets), unowned
 
+    def missing_outputs(self, configfiles=()) -> tuple[list[str], str]:
+        """The outputs of the run of ``configfiles`` (none: the embedded default) that do not exist, and why none
+        are listed where this folder is not that run's (its ``paths.results`` elsewhere, its runs table holding
+        studies the config does not have)."""
+        plan = Plan.from_files(list(configfiles))
+        if (self.workdir / plan.results).resolve() != self.results.resolve():
+            return [], f"the config's paths.results is {plan.results}, not this folder"
+        runs = self.results / "tables/runs.parquet"
+        try:
+            studies = set(pq.read_table(str(runs), columns=["study"]).column("study").to_pylist())
+        except DAMAGE:  # missing or damaged: reported above, and no evidence of another config
+            studies = set()
+        if not studies <= set(plan.studies):
+            return [], (f"its runs table has studies {', '.join(sorted(studies - set(plan.studies)))} that the "
+                        "config has not: give verify the run's --configfile")
+        return [t for t in plan.all_targets() if not (self.workdir / t).exists()], ""
+
+    def make_command(self, configfiles=(), snakemake: str = "snakemake") -> str:
+        """The command that makes what a run lacks, run from any directory."""
+        cmd = [snakemake, "--snakefile", str(CHECKOUT / "Snakefile"), "--directory", str(self.workdir.resolve())]
+        for f in configfiles:
+            cmd += ["--configfile", str(Path(f).resolve())]
+        return shlex.join([*cmd, "--cores", "all"])
+
     def repair_command(self, targets: list[str], configfiles=(), snakemake: str = "snakemake") -> str:
         """The one command that rebuilds ``targets`` (``rebuild_targets``) and what depends on them, bit for bit,
         in the run of ``configfiles``; it runs from any directory."""

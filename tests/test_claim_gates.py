@@ -16,6 +16,7 @@ import torch
 from lmcflow.claims import REGISTRY, claim_row, evaluate_claim
 from lmcflow.claims.gates import GATE_DEFAULTS, dataset_facts, endpoint_gate
 from lmcflow.claims.margins import comparability, keeps_for
+from lmcflow.cli import format_claim
 from lmcflow.tables import TABLES, barrier_rows, make_frame
 from tests.claim_tables import table
 
@@ -193,6 +194,8 @@ def test_a_useless_partner_makes_a_gated_claim_inconclusive(studies, cid, monkey
         assert {(f["point"], f["seed"]) for f in failed} == {("width-0.25", 3), ("width-1", 3)}
         assert all(f["test_acc"] < 0.3 for f in failed), failed  # the null models are near chance
         assert claim_row(res)["endpoint_gate"].startswith("endpoint gate: 2 model(s)")
+        text = format_claim(claim_row(res))  # what `lmcflow claims` prints: the gate named once
+        assert "endpoint gate: 2 model(s)" in text and "endpoint gate: endpoint gate" not in text
     without_gate(monkeypatch, cid)
     assert evaluate_claim(cid, {"study": "s"}, studies["real"], SCALE)["verdict"] == real["verdict"]
 

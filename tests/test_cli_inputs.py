@@ -64,6 +64,16 @@ CASES = {  # args (folder names relative to the fixture), exit status, start of 
                                                            "not a readable Parquet file ("),
     "claims-bad-json": (("claims", "bad_json"), 2, "lmcflow claims: {t}/bad_json/claims/c.json: not a claim JSON "
                                                    "written by lmcflow (JSONDecodeError"),
+    "markdown-missing-folder": (("claims", "--markdown", "nope"), 2, "lmcflow claims: {t}/nope: no such results "
+                                                                   "folder"),
+    "markdown-empty-folder": (("claims", "--markdown", "tables_only"), 1, "lmcflow claims: {t}/tables_only/claims: "
+                                                                         "no claim JSONs to tabulate; a run makes"),
+    "markdown-bad-json": (("claims", "--markdown", "bad_json"), 2, "lmcflow claims: {t}/bad_json/claims/c.json: "
+                                                                   "not a claim JSON written by lmcflow"),
+    "update-doc-missing-file": (("claims", "--update-doc", "MISSING.md"), 1, "lmcflow claims: {t}/MISSING.md: no "
+                                                                            "such file; --update-doc rewrites"),
+    "update-doc-no-block": (("claims", "--update-doc", "bad.yaml"), 1, "lmcflow claims: {t}/bad.yaml: holds no "
+                                                                       "verdict table to update"),
     "verify-missing-folder": (("verify", "nope"), 2, "lmcflow verify: {t}/nope: no such results folder"),
     "verify-empty-folder": (("verify", "empty"), 2, "lmcflow verify: {t}/empty: not a results folder (no tables/, "
                                                     "claims/ or provenance.json); a run makes one: "
@@ -82,7 +92,8 @@ CASES = {  # args (folder names relative to the fixture), exit status, start of 
 @pytest.mark.parametrize("case", CASES)
 def test_missing_inputs_are_named_without_a_traceback(folders, case):
     args, status, first = CASES[case]
-    args = [a if a in ("claims", "verify", "validate", "points", "--against") else folders / a for a in args]
+    literal = ("claims", "verify", "validate", "points", "--against", "--markdown", "--update-doc")
+    args = [a if a in literal else folders / a for a in args]
     res = lmcflow(*args)
     assert "Traceback" not in res.stderr + res.stdout, res.stderr
     assert res.returncode == status, res.stderr

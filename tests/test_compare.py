@@ -67,7 +67,20 @@ def test_same_content_in_other_bytes(run, tmp_path, capsys):
     pq.write_table(table, theirs / "tables/runs.parquet", compression="zstd")  # metadata kept, bytes not
     status, out = against(run / "results", theirs, capsys)
     assert status == 0 and "same content, other bytes: tables/runs.parquet" in out, out
-    assert out[-1].startswith("lmcflow verify --against: every verdict agrees (1 claims); the bits differ (")
+    assert out[-1].startswith("lmcflow verify --against: every verdict agrees (1 claims); the bits differ only in "
+                              "encoding or timing columns (")
+
+
+def test_timing_only_differences_are_reported_apart(run, tmp_path, capsys):
+    """Two runs of one config differ in how long their jobs took: reported apart from result differences."""
+    theirs = copy(run, tmp_path / "theirs")
+    runs = read_table(theirs / "tables/runs.parquet", "runs")
+    runs["wall_time_s"] += 1.5
+    write_table(theirs / "tables/runs.parquet", "runs", runs)
+    status, out = against(run / "results", theirs, capsys)
+    assert status == 0 and "differs only in timing columns (not results): tables/runs.parquet (wall_time_s)" in out
+    assert not [x for x in out if x.startswith("differs:")], out
+    assert "the bits differ only in encoding or timing columns" in out[-1]
 
 
 def test_changed_value_and_verdict_are_named(run, tmp_path, capsys):
@@ -106,3 +119,34 @@ def test_against_a_folder_without_claims(run, tmp_path, capsys):
     assert any(x.startswith(f"claim {CLAIM}") and x.endswith("only in mine") for x in out)
     assert out[-1].startswith(f"lmcflow verify --against: no claims in theirs {theirs} (tables/claims.parquet or "
                               "claims/*.json): no verdicts to compare; the bits differ")
+
+
+def test_every_table_kind_has_row_keys():
+    from lmcflow.compare import ROW_KEYS
+    from lmcflow.tables import TABLES
+
+    assert sorted(set(TABLES) - set(ROW_KEYS)) == []
+    for kind, keys in ROW_KEYS.items():
+        assert set(keys) <= {c for c, _ in TABLES[kind]}, kind
+
+
+def test_integers_are_compared_as_integers_and_rows_aligned_by_key():
+    """A row only on one side must not turn the other rows' integers into floats compared as text (6442 vs
+    6442.0), and a table with several rows per pair (active_overlap: layer × threshold) aligns them by its key."""
+    import pandas as pd
+
+    from lmcflow.compare import table_diff
+
+    base = {"study": "s", "point": "p", "seed_a": 0, "seed_b": 1, "method": "identity", "n_units": 6442}
+    a = pd.DataFrame([{**base, "layer": layer, "active_threshold": t, "active_jaccard": 0.5 + layer + t}
+                      for layer in (1, 2) for t in (0.001, 0.01)])
+    b = a.iloc[::-1].iloc[1:].reset_index(drop=True)  # other row order, one row fewer
+    d = table_diff(a, b, "active_overlap")
+    assert d.unmatched == (1, 0) and d.differing == {} and d.max_abs["active_jaccard"][0] == 0
+    assert "n_units" not in d.differing
+    b.loc[0, "n_units"] = 6443
+    assert table_diff(a, b, "active_overlap").differing == {"n_units": 1}
+    many = pd.DataFrame([{"study": "s", "seeds": "0,1,2", "n_models": 3, "method": m, "repair": r, "calibrated": c,
+                          "merged_test_error": 0.1} for m in ("identity", "weight_matching") for r in (False, True)
+                         for c in (False, True)])
+    assert table_diff(many, many.sample(frac=1, random_state=0), "merge_many").changed_columns() == set()

@@ -103,9 +103,9 @@ def test_unsupported_ops_are_refused_with_every_node_and_the_override():
     msg = str(err.value)
     assert "2 node(s)" in msg and "cumsum" in msg and "module norm" in msg and "GroupNorm(2, 8)" in msg
     assert "model.trace_overrides" in msg
-    spec = derived_spec(_Unsupported(), torch.randn(4, 6), overrides={"norm": "fixed", "cumsum": "fixed"})
-    assert spec.groups == ()
-    assert spec.axes["fc.weight"] == (None, None)  # kept whole: nothing permuted on a guess
+    # kept whole, nothing is permuted on a guess: a spec without a group is a refusal, not a result
+    with pytest.raises(UnsupportedGraph, match="has no group"):
+        derived_spec(_Unsupported(), torch.randn(4, 6), overrides={"norm": "fixed", "cumsum": "fixed"})
 
 
 class _Broken(nn.Module):

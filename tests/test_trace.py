@@ -78,15 +78,22 @@ def test_trace_refuses_unknown_claims_and_unconfigured_ones(capsys):
     assert "does not configure claim 'lewc'" in capsys.readouterr().err
 
 
-def test_the_rule_files_hold_the_plans_rules_and_their_params_are_plan_functions():
+def test_the_rule_files_hold_the_plans_rules_and_their_params_are_plan_functions(tmp_path, monkeypatch):
     """The trace reads each job's params through the plan: every params entry of a rule names a plan function of
     the wildcards, reads the config, passes a wildcard, or is a constant; in a loop-defined rule, it may also be
-    the loop's value or a plan function of it."""
+    the loop's value or a plan function of it. The rules are those of the default config's jobs and of a study of
+    imported checkpoints (examples/imported, with stand-in checkpoint files)."""
     from lmcflow.plan import Plan, load_plan, rule_jobs
     from lmcflow.plan.rulefiles import read_rules
 
     rules = read_rules()
-    assert set(rules) == {j.rule for j in rule_jobs(load_plan(None))}
+    jobs = rule_jobs(load_plan(None))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    for f in ("model-0.safetensors", "model-1.safetensors", "model-2.pt"):
+        (tmp_path / "checkpoints" / f).write_bytes(b"x")
+    jobs += rule_jobs(load_plan(str(REPO / "examples/imported/config.yaml")))
+    assert set(rules) == {j.rule for j in jobs}
     constant = re.compile(r'^(config\["\w+"\]|lambda wc: wc\.\w+|f?"[^"]*"|[A-Z_]+|\w+\(\))$')
     for rule in rules.values():
         var = rule.loop[0] if rule.loop else None

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -252,3 +253,18 @@ def test_no_flipped_byte_makes_verify_raise(workdir):
         path.write_bytes(original)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert problems(workdir) == []
+
+
+def test_an_incomplete_run_lists_what_is_missing_and_the_command_that_makes_it(tmp_path, capsys):
+    """A half-finished run is not "0 problems" and nothing more: verify lists the run's missing outputs and prints
+    the command that makes them."""
+    tiny = Path(__file__).resolve().parent / "configs/tiny.yaml"
+    write_table(tmp_path / "results/tables/runs.parquet", "runs", [])
+    assert main(["verify", str(tmp_path / "results"), "--configfile", str(tiny)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("lmcflow verify: 0 problems")
+    assert out[1].startswith("Incomplete: ") and f"of the run of {tiny} missing:" in out[1]
+    assert "  results/tables/interpolation.parquet" in out
+    i = out.index("Make them with:")
+    assert f"--directory {tmp_path}" in out[i + 1] and f"--configfile {tiny}" in out[i + 1]
+    assert out[i + 1].endswith("--cores all")

@@ -6,25 +6,20 @@ Details: docs/internals.md, "`lmcflow.alignment.derive`".
 """
 from __future__ import annotations
 
-import copy
-
 import torch
 import torch.fx as fx
 from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
-from torch.utils._pytree import tree_leaves
 
 from lmcflow.alignment.graph_axes import OVERRIDES, GraphAxes, UnsupportedGraph, _Rules, trace
 from lmcflow.alignment.graph_rules import apply_rule
-from lmcflow.alignment.table import PermutationSpec, apply_permutation
+from lmcflow.alignment.proof import PROOF_RTOL, SpecProofError, prove_spec
+from lmcflow.alignment.table import PermutationSpec
 from lmcflow.correlation import _Moments
 from lmcflow.seeding import generator
 
-PROOF_RTOL = 1e-5  # max |Δ output| ≤ PROOF_RTOL × max |output|, in fp32
-
-
-class SpecProofError(ValueError):
-    pass
+__all__ = ["PROOF_RTOL", "SpecProofError", "prove_spec", "derive_axes", "derived_spec", "example_batch",
+           "feature_extractor", "node_feature_moments"]
 
 
 def example_batch(in_shape, n: int = 4) -> torch.Tensor:
@@ -48,6 +43,7 @@ def derive_axes(model: nn.Module, x: torch.Tensor, overrides: dict | None = None
     finally:
         model.train(was_training)
     rules = _Rules(gm, model.state_dict(keep_vars=False), overrides)
+    rules.root = type(model).__name__
     used = set()
     for node in gm.graph.nodes:
         if node.op == "call_module":
@@ -148,58 +144,16 @@ def derived_spec(model: nn.Module, x: torch.Tensor, overrides: dict | None = Non
         parameters=tuple(k for k, _ in model.named_parameters() if k in axes),
         feature_nodes={g: _feature_nodes(ga, by_name[g]) for g in sizes}, fixed=fixed,
         trace_overrides=dict(overrides or {}))
+    if not spec.sizes:
+        reasons = sorted(set(spec.fixed.values()))
+        raise UnsupportedGraph(
+            f"the permutation spec of {spec.arch} has no group: every hidden axis is kept in order, so there is "
+            f"nothing to align. Reasons ({len(reasons)}):\n" + "\n".join(f"  {w}" for w in reasons[:20]) +
+            "\nAn override that keeps a module 'fixed' keeps its axes in order; declare entrywise modules "
+            "'elementwise' instead")
     if prove:
-        prove_spec(model, spec, x)
+        spec.proof_residual = prove_spec(model, spec, x)
     return spec
-
-
-def _outputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    leaves = [t.flatten() for t in tree_leaves(model(x)) if isinstance(t, torch.Tensor)]
-    return torch.cat(leaves)
-
-
-def _unconstant(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """A constant tensor (zero biases, a zero-initialised head, unit norm scales, fresh running statistics) made
-    non-constant (a wrongly permuted constant is invisible): zeros get N(0, 0.1²), other constants a factor in
-    [0.9, 1.1] (signs, and the positivity of variances, are kept)."""
-    if not t.is_floating_point() or t.numel() < 2 or not bool((t == t.flatten()[0]).all()):
-        return t.clone()
-    if float(t.flatten()[0]) == 0.0:
-        return 0.1 * torch.randn(t.shape, generator=gen, dtype=t.dtype)
-    return t * (1 + 0.1 * (2 * torch.rand(t.shape, generator=gen, dtype=t.dtype) - 1))
-
-
-@torch.no_grad()
-def prove_spec(model: nn.Module, spec: PermutationSpec, x: torch.Tensor, seed: int = 0,
-               rtol: float = PROOF_RTOL) -> float:
-    """Check that a random permutation of every group leaves ``model``'s outputs on ``x`` unchanged (fp32, eval):
-    max |Δ| ≤ ``rtol`` × max |output|, on a copy whose constant tensors are made non-constant. Returns
-    max |Δ| / max |output|; SpecProofError names the failing groups."""
-    m = copy.deepcopy(model).float().eval()
-    x = x.float()
-    gen = generator("spec-proof", seed)
-    sd = {k: _unconstant(v, gen) for k, v in m.state_dict().items()}
-    m.load_state_dict(sd)
-    ref = _outputs(m, x)
-    scale = float(ref.abs().max()) or 1.0
-    perms = {g: torch.randperm(n, generator=gen) for g, n in spec.sizes.items()}
-
-    def delta(p: dict) -> float:
-        m.load_state_dict(apply_permutation(spec, sd, p))
-        return float((_outputs(m, x) - ref).abs().max()) / scale
-
-    worst = delta(perms)
-    if worst > rtol:
-        ident = {g: torch.arange(n) for g, n in spec.sizes.items()}
-        bad = [(g, delta({**ident, g: perms[g]})) for g in spec.groups]
-        bad = [(g, d) for g, d in bad if d > rtol]
-        listed = ", ".join(f"{g} (max |Δ| = {d:.2e} × output scale)" for g, d in bad) or "none alone (only jointly)"
-        raise SpecProofError(
-            f"the permutation spec of {spec.arch} is wrong: a random permutation changes the outputs by "
-            f"{worst:.2e} × their scale (allowed {rtol:g}); failing groups: {listed}. Declare the module that "
-            f"breaks the symmetry in model.trace_overrides as 'fixed'")
-    m.load_state_dict(model.state_dict())
-    return worst
 
 
 def feature_extractor(model: nn.Module, spec: PermutationSpec) -> tuple[fx.GraphModule, list]:

@@ -122,6 +122,8 @@ class _Rules:
         self.uf = AxisClasses()
         self.unsupported: list[str] = []
         self.kinds: dict[str, str] = {}
+        self.root = type(gm).__name__  # derive_axes sets the model's class name
+        self.touched: set = set()  # nodes whose axes the current rule read (every tensor argument must be)
 
     # ---------------------------------------------------------------- elements
     def nax(self, node, d: int):
@@ -129,6 +131,7 @@ class _Rules:
         if shape is None:
             raise UnsupportedGraph(f"{node.name}: expected a tensor (is it a tuple of tensors?)")
         d = d % len(shape)
+        self.touched.add(node.name)
         return self.uf.add(("n", node.name, d), shape[d])
 
     def pax(self, key: str, d: int):
@@ -170,6 +173,7 @@ class _Rules:
 
     def key_of(self, node) -> str | None:
         if isinstance(node, fx.Node) and node.op == "get_attr" and node.target in self.sd:
+            self.touched.add(node.name)  # read through its key: the get_attr node's axes are the key's
             return node.target
         return None
 
@@ -202,11 +206,27 @@ class _Rules:
                 for d in bj:
                     self.uf.fix(self.nax(node, d), why)
 
+    def ignored_args(self, node) -> list:
+        """Tensor arguments of ``node`` (with an axis of more than one unit) its rule did not read."""
+        return [a.name for a in node.all_input_nodes
+                if a.name not in self.touched and any(n > 1 for n in (_shape(a) or ()))]
+
     def unsupported_node(self, node, what: str) -> None:
-        path = node.target if node.op == "call_module" else "-"
-        stack = node.meta.get("nn_module_stack") or {}
-        owner = next(reversed(stack.values()))[0] if stack and node.op != "call_module" else path
-        self.unsupported.append(f"  {node.name}: module {owner or '-'}, {node.op} {what}")
+        owner = module_path(node)
+        if owner == "-":
+            where, override = f"{self.root}.forward (the model's own)", f"{{'{node.name}': 'fixed'}} (by node name)"
+        else:
+            where, override = owner, f"{{'{owner}': 'fixed'}}"
+        self.unsupported.append(f"  {node.name}: module {where}, {node.op} {what}; override: {override}")
+
+
+def module_path(node) -> str:
+    """The path of the module that runs ``node``: its target for a module call, else the innermost module of its
+    ``nn_module_stack`` whose forward called the function or method ("-" at the model's own top level)."""
+    if node.op == "call_module":
+        return node.target
+    stack = node.meta.get("nn_module_stack") or {}
+    return (next(reversed(stack.values()))[0] if stack else "") or "-"
 
 
 def _arg(node, i: int, name: str, default=None):

@@ -8,6 +8,7 @@ matching's unconstrained assignment would break.
 """
 from __future__ import annotations
 
+import torch.fx as fx
 from torch import nn
 
 from lmcflow.alignment.graph_axes import (
@@ -143,6 +144,7 @@ def _mha(r: _Rules, node, path: str, m: nn.MultiheadAttention) -> None:
         if f"{path}.{key}" in r.sd:
             for d in range(r.sd[f"{path}.{key}"].dim()):
                 r.uf.fix(r.pax(f"{path}.{key}", d), why)
+    _mha_masks(r, node, path, q, k, seq, batch)
     r.uf.fix(r.pax(f"{path}.out_proj.weight", 1), why)
     r.join(oax(-1), r.pax(f"{path}.out_proj.weight", 0), node)
     if f"{path}.out_proj.bias" in r.sd:
@@ -151,6 +153,21 @@ def _mha(r: _Rules, node, path: str, m: nn.MultiheadAttention) -> None:
         for d, n in enumerate(outs[1].shape):
             r.uf.fix(r.uf.add(("n", f"{node.name}#1", d), n), why)
     r.kinds[node.name] = "producer"
+
+
+def _mha_masks(r: _Rules, node, path: str, q, k, seq: int, batch: int) -> None:
+    """``key_padding_mask`` (N, S) follows the batch and key positions; ``attn_mask`` (L, S) the query and key
+    positions, and a 3-d one (N·heads, L, S) keeps its first axis (it merges batch and heads)."""
+    kpm, mask = _arg(node, 3, "key_padding_mask"), _arg(node, 5, "attn_mask")
+    if isinstance(kpm, fx.Node):
+        r.join(r.nax(kpm, -1), r.nax(k, seq), node)
+        if len(_shape(kpm)) == 2:
+            r.join(r.nax(kpm, 0), r.nax(q, batch), node)
+    if isinstance(mask, fx.Node):
+        r.join(r.nax(mask, -1), r.nax(k, seq), node)
+        r.join(r.nax(mask, -2), r.nax(q, seq), node)
+        if len(_shape(mask)) == 3:
+            r.uf.fix(r.nax(mask, 0), f"{path}: a 3-d attention mask merges the batch and the heads")
 
 
 def _module_rule(r: _Rules, node, m: nn.Module) -> None:

@@ -34,6 +34,18 @@ from lmcflow.alignment.graph_modules import (
 
 
 def apply_rule(r: _Rules, node: fx.Node) -> None:
+    """Apply the node's rule; a rule that leaves a tensor argument unread refuses the node (nothing is ignored:
+    an ignored mask or bias could hide a symmetry the model does not have)."""
+    r.touched = set()
+    n_before = len(r.unsupported)
+    _apply_rule(r, node)
+    returns_tensors = _shape(node) is not None or _is_multi(node)  # shape arithmetic reads shapes only
+    ignored = r.ignored_args(node) if returns_tensors and node.op not in ("output", "get_attr") else []
+    if ignored and len(r.unsupported) == n_before:
+        r.unsupported_node(node, f"{_name(node)} with tensor argument(s) {ignored} its rule does not read")
+
+
+def _apply_rule(r: _Rules, node: fx.Node) -> None:
     if node.op == "placeholder":
         if _shape(node) is not None:
             r.fix_node(node, "the model's input")
@@ -239,9 +251,29 @@ def _function_rule(r: _Rules, node) -> None:
         r.join(r.nax(k, -2), r.nax(v, -2), node)
         r.join(r.nax(v, -1), r.nax(node, -1), node)
         r.join(r.nax(q, -2), r.nax(node, -2), node)
-        r.broadcast(node, [t for t in (q, k, v) if len(_shape(t)) > 2])
+        s = _shape(node)
+        for t in (q, k, v):  # leading (batch, head) axes broadcast; the last two are the ones joined above
+            st = _shape(t)
+            for i in range(3, min(len(st), len(s)) + 1):
+                if st[-i] == s[-i]:
+                    r.join(r.nax(t, -i), r.nax(node, -i), node)
+        mask = _arg(node, 3, "attn_mask")
+        if isinstance(mask, fx.Node):
+            _attention_mask(r, node, mask, q, k, _shape(node)[:-2])
     else:
         r.unsupported_node(node, f"{getattr(f, '__module__', '')}.{_name(node)}")
+
+
+def _attention_mask(r: _Rules, node, mask, q, k, lead: tuple) -> None:
+    """An additive or boolean mask over the logits (…, L, S): its last axes follow q's and k's sequence axes, its
+    leading axes broadcast against ``lead`` (batch, heads)."""
+    sm = _shape(mask)
+    r.join(r.nax(mask, -1), r.nax(k, -2), node)
+    if len(sm) > 1:
+        r.join(r.nax(mask, -2), r.nax(q, -2), node)
+    for i in range(3, len(sm) + 1):
+        if i - 2 <= len(lead) and sm[-i] == lead[-(i - 2)]:
+            r.join(r.nax(mask, -i), r.nax(node, -i), node)
 
 
 def _linear_nodes(r: _Rules, node) -> None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from lmcflow.state import like_state
+
 
 @dataclass
 class PermutationSpec:
@@ -25,6 +27,7 @@ class PermutationSpec:
     feature_nodes: dict = field(default_factory=dict)  # group -> ((graph node, axis), …) activation matching reads
     fixed: dict = field(default_factory=dict)  # "key[axis]" of parameter axes kept in order -> why
     trace_overrides: dict = field(default_factory=dict)  # model.trace_overrides the graph was traced with
+    proof_residual: float | None = None  # prove_spec's float64 max |Δ output| / output spread
 
     def __post_init__(self):
         if not self.members:
@@ -57,7 +60,8 @@ def _check_perms(spec: PermutationSpec, perms: dict) -> None:
 
 
 def apply_permutation(spec: PermutationSpec, state_dict: dict, perms: dict) -> dict:
-    """New state_dict with every axis of group g re-indexed by ``perms[g]`` (see module doc)."""
+    """New state_dict with every axis of group g re-indexed by ``perms[g]`` (see module doc); it keeps
+    ``state_dict``'s ``_metadata`` (``lmcflow.state``)."""
     if state_dict.keys() != spec.axes.keys():
         a, b = set(state_dict), set(spec.axes)
         raise ValueError(f"state_dict and spec disagree: not in spec {sorted(a - b)[:5]}, "
@@ -70,7 +74,7 @@ def apply_permutation(spec: PermutationSpec, state_dict: dict, perms: dict) -> d
             if g is not None:
                 new = new.index_select(axis, perms[g].to(t.device))
         out[key] = new if new is not t else t.clone()
-    return out
+    return like_state(out, state_dict)
 
 
 def permute_except(t: torch.Tensor, ax: tuple, perms: dict, skip: int) -> torch.Tensor:

@@ -39,9 +39,10 @@ ARCHITECTURES = ("mlp", "vgg11", "resnet20", "sum_relu")
 
 
 def dataset_names(data_cfg: dict | None = None) -> list[str]:
-    """Datasets a config can name: torchvision's plus its own synthetic instances and subsets."""
+    """Datasets a config can name: torchvision's plus its own synthetic instances, subsets and custom data."""
     cfg = data_cfg or {}
-    return sorted(set(TORCHVISION_DATASETS) | set(cfg.get("synthetic") or {}) | set(cfg.get("subsets") or {}))
+    return sorted(set(TORCHVISION_DATASETS) | set(cfg.get("synthetic") or {}) | set(cfg.get("subsets") or {})
+                  | set(cfg.get("custom") or {}))
 
 
 # --------------------------------------------------------------------------- model.symmetry (lmcflow.symmetry)

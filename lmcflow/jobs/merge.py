@@ -11,6 +11,7 @@ from lmcflow.evaluation import resolve_device
 from lmcflow.merging import check_same_function, endpoint_outputs, evaluate_path
 from lmcflow.payloads import MergeEntry
 from lmcflow.repair import path_repair
+from lmcflow.state import like_state
 from lmcflow.tables import point_columns, write_table
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ def merge_rows(point: Point, pairs: list, methods: list, models: dict, alignment
             t0 = time.perf_counter()
             perm = perms.get(method, {}).get((seed_a, seed_b))
             model_a, model_b, _ = aligned_pair(loaded[seed_a], loaded[seed_b], perm)
-            sd_a = {k: v.clone() for k, v in model_a.state_dict().items()}  # evaluate_path loads θ(λ) into model_a
+            live = model_a.state_dict()  # evaluate_path loads θ(λ) into model_a: sd_a is a copy
+            sd_a = like_state(((k, v.clone()) for k, v in live.items()), live)
             sd_b = model_b.state_dict()
             if perm is not None:
                 _, unpermuted_b, _ = aligned_pair(loaded[seed_a], loaded[seed_b], None)

@@ -110,9 +110,11 @@ def run_claims_table(json_paths: list, out: str) -> None:
     write_table(out, "claims", rows)
 
 
-def run_provenance(runs_path: str, out_json: str, out_html: str) -> dict:
-    """``results/provenance.json`` and its HTML rendering for the Snakemake report."""
-    prov = {**provenance(read_table(runs_path, "runs")), **machine_provenance()}
+def run_provenance(runs_path: str, out_json: str, out_html: str, imported: dict | None = None) -> dict:
+    """``results/provenance.json`` and its HTML rendering for the Snakemake report; ``imported``: the files and
+    SHA-256 of imported checkpoints (``lmcflow.plan.imported.Imports.provenance``), recorded where there are any."""
+    prov = {**provenance(read_table(runs_path, "runs")), **machine_provenance(),
+            **{k: v for k, v in (imported or {}).items() if v}}
     write_json(out_json, prov)
     rows = "\n".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_plain(v))}</td></tr>" for k, v in prov.items())
     write_text(out_html, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>lmcflow provenance</title>"

@@ -5,22 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
 import torch
 
-from lmcflow import kernels
 from lmcflow.bundle_training import Member, train_bundle
-from lmcflow.checkpoints import as_point, device_name, init_model, load_datasets, model_spec_for
+from lmcflow.checkpoints import as_point, init_model, load_datasets, model_spec_for, write_model
 from lmcflow.config import Point, learning_settings
 from lmcflow.data import load_dataset
-from lmcflow.evaluation import evaluate, resolve_device, resolve_precision
-from lmcflow.io import save_tensors
-from lmcflow.models import ModelSpec, count_parameters
-from lmcflow.tables import point_columns, write_table
-from lmcflow.training import DivergenceError, late_loss_drop, train
+from lmcflow.evaluation import resolve_device, resolve_precision
+from lmcflow.models import count_parameters
+from lmcflow.training import DivergenceError, train
 
 log = logging.getLogger(__name__)
 
@@ -72,29 +68,7 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
     digest = train_digest(point, seed, data.meta, resolve_precision(point.train.get("precision", "auto"), dev))
     info = train(model, data, point.train, seed, dev, state_path=state_path, state_digest=digest,
                  name=f"{point.study}/{point.point} seed={seed}")
-    return _write_trained(point, seed, spec, model, data, info, out_ckpt, out_row, dev, run_label(point, seed), t0)
-
-
-def _write_trained(point: Point, seed: int, spec: ModelSpec, model, data, info: dict, out_ckpt: str, out_row: str,
-                   dev, bundle_id: str, t0: float) -> dict:
-    """Checkpoint (safetensors: weights + spec, point, seed, history; nothing host- or time-dependent),
-    its SHA-256, and the model's one-row ``runs`` table (timings and host live only there)."""
-    metrics = {s: evaluate(model, data.x[s], data.y[s], data.task) for s in ("train", "val", "test")}
-    meta = {"model_spec": spec.to_dict(), "study": point.study, "point": point.point, "seed": seed,
-            "history": info["history"]}
-    digest = save_tensors(out_ckpt, model.state_dict(), meta)
-    row = {**point_columns(point), "seed": seed, "n_params": count_parameters(model),
-           **{f"{s}_{k}": v for s, m in metrics.items() for k, v in m.items()},
-           "train_loss_late_drop": late_loss_drop(info["history"]),
-           "wall_time_s": time.perf_counter() - t0, "train_seconds": info["train_seconds"],
-           "device": device_name(dev),
-           "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
-           "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id,
-           "train_threads": torch.get_num_threads(), **kernels.check()}
-    write_table(out_row, "runs", [row])
-    log.info(f"[train] {point.study}/{point.point} seed={seed} done: test acc={metrics['test']['acc']:.4f} "
-        f"loss={metrics['test']['loss']:.4f} sha256={digest[:12]}")
-    return row
+    return write_model(point, seed, spec, model, data, info, out_ckpt, out_row, dev, run_label(point, seed), t0)
 
 
 def run_train_bundle(members: list[dict], data_paths: dict, device: str = "auto", state_dir: str | None = None,
@@ -171,7 +145,7 @@ def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bund
     rows = []
     for (point, seed, ckpt, row_path), spec, member, res in zip(entries, specs, bundle, results, strict=True):
         if res["diverged"] is None:
-            rows.append(_write_trained(point, seed, spec, member.model, member.data, res, ckpt, row_path, dev,
+            rows.append(write_model(point, seed, spec, member.model, member.data, res, ckpt, row_path, dev,
                                        bid, t0))
     if failure is not None:
         raise failure

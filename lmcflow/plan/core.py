@@ -31,6 +31,8 @@ from lmcflow.config.catalog import ARCHITECTURES, dataset_names
 from lmcflow.config.partners import REAL, real_point_id
 from lmcflow.config.point_schema import validate_points
 from lmcflow.grouping import all_grid_groups, blocks_label, pair_blocks
+from lmcflow.io import folder_sha256
+from lmcflow.plan.imported import Imports
 from lmcflow.plan.kept import group_blocks
 from lmcflow.plan.paths import (
     ALIGN_TABLE_KINDS,
@@ -106,6 +108,7 @@ class PlanBase(Paths):
         self.block_of = {key: {seed: b for b, seeds in blocks.items() for seed in seeds}
                          for key, blocks in self.blocks.items()}
         self.default_front_page = default_front_page
+        self.imports = Imports(self)  # studies of imported checkpoints (lmcflow.plan.imported)
 
     @classmethod
     def from_files(cls, configfiles=(), overrides=None, default_path=None, **kwargs):
@@ -296,9 +299,12 @@ class PlanBase(Paths):
         """The part of config["data"] that one dataset's preparation reads (adding a dataset reruns no other)."""
         d = self.config["data"]
         out = {k: d[k] for k in ("search_paths", "download", "val_size", "split_seed") if k in d}
-        for group in ("synthetic", "subsets"):
+        for group in ("synthetic", "subsets", "custom"):
             if dataset in (d.get(group) or {}):
                 out[group] = {dataset: d[group][dataset]}
+        folder = (out.get("custom") or {}).get(dataset, {}).get("image_folder")
+        if folder is not None:  # the folder's content: a changed image reruns the preparation
+            out["custom"] = {dataset: {**out["custom"][dataset], "sha256": folder_sha256(folder)}}
         return canonical(out)
 
     # ----------------------------------------------------------------------- targets

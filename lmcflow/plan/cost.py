@@ -10,6 +10,7 @@ weight-matching sweeps, ...). Seconds = start-up + Σ work / device rate; a requ
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from lmcflow.config import (
     alignment_params,
@@ -78,6 +79,9 @@ def dataset_shape(name: str, data_cfg: dict) -> dict:
         p = {**(GAUSSIAN_SUBSPACE_DEFAULTS if gaussian else COHERENCE_DEFAULTS), **syn}
         return {"in_shape": (int(p["d"]),), "num_classes": int(p["classes"]) if gaussian else 1,
                 "n_train": int(p["n_train"]), "n_val": int(p["n_val"]), "n_test": int(p["n_test"])}
+    custom = (data_cfg.get("custom") or {}).get(name)
+    if custom is not None:
+        return custom_shape(custom, int(data_cfg.get("val_size") or 0))
     sub = (data_cfg.get("subsets") or {}).get(name) or {}
     base = sub.get("base", name)
     tv = TORCHVISION_DATASETS[base]
@@ -86,6 +90,22 @@ def dataset_shape(name: str, data_cfg: dict) -> dict:
     n_train = full - val if sub.get("n_train") is None else min(int(sub["n_train"]), full - val)
     return {"in_shape": tuple(tv.in_shape), "num_classes": tv.num_classes, "n_train": n_train, "n_val": val,
             "n_test": test}
+
+
+def custom_shape(custom: dict, val: int) -> dict:
+    """``dataset_shape`` of ``data.custom`` data before it is prepared: an image folder's file counts (at
+    ``image_size``, 32x32 where absent), else CIFAR-10's shape and sizes (a factory's data is unknown until it
+    runs)."""
+    folder = custom.get("image_folder")
+    if folder is None:
+        return {"in_shape": (3, 32, 32), "num_classes": 10, "n_train": 50_000 - val, "n_val": val, "n_test": 10_000}
+    root = Path(folder)
+    n = {s: sum(1 for f in (root / s).rglob("*") if f.is_file()) for s in ("train", "val", "test")}
+    classes = sum(1 for d in (root / "train").iterdir() if d.is_dir()) if (root / "train").is_dir() else 10
+    n_val = n["val"] or val
+    h, w = custom.get("image_size") or (32, 32)
+    return {"in_shape": (int(custom.get("channels", 3)), int(h), int(w)), "num_classes": max(classes, 1),
+            "n_train": max(n["train"] - (0 if n["val"] else val), 1), "n_val": n_val, "n_test": n["test"]}
 
 
 def model_counts(model: dict, in_shape: tuple, num_classes: int) -> dict:

@@ -19,6 +19,7 @@ class Job:
     wildcards: dict
     output: list
     input: dict = field(default_factory=dict)  # input name (or "" for unnamed) -> [files], in the rule's order
+    sources: list = field(default_factory=list)  # input files from outside the run (imported checkpoints)
 
     @property
     def wc(self):
@@ -45,7 +46,12 @@ def rule_jobs(plan: Plan) -> list[Job]:
     for (s, g), pts in P.groups.items():
         for b in P.blocks[(s, g)]:
             wc = ns(study=s, group=g, block=str(b))
-            out.append(_job("train", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc)))
+            if s in P.imports.files:  # a study of imported checkpoints (lmcflow.plan.imported)
+                job = _job("import_models", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc))
+                job.sources = P.import_files(wc)
+                out.append(job)
+            else:
+                out.append(_job("train", vars(wc), P.bundle_dir(s, g, b), data=P.group_data_files(wc)))
             if P.group_analysis_points(wc, "swap_costs"):
                 out.append(_job("swap_costs", vars(wc), [P.ident_point_file(s, g, k, b) for k in
                                                          ("swap_costs", "swap_matrix")],

@@ -160,6 +160,22 @@ class Plan(PlanBase):
                         out[bundle] = missing
         return out
 
+    # ----------------------------------------------------------------------- rule import_models
+    def import_point(self, wc):
+        return self.imports.import_point(wc)
+
+    def import_models(self, wc):
+        return self.imports.import_models(wc)
+
+    def import_sources(self, wc):
+        return self.imports.import_sources(wc)
+
+    def import_files(self, wc):
+        return self.imports.import_files(wc)
+
+    def imported_provenance(self):
+        return self.imports.provenance()
+
     # ----------------------------------------------------------------------- rules interpolate, align, mechanism
     def merge_entries(self, wc) -> list[MergeEntry]:
         """Rule interpolate's ``entries`` (``run_merge_group``): per merged point of the group, what its paths

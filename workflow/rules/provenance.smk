@@ -11,5 +11,7 @@ rule provenance:
         html=report(PLAN.provenance_files[1], caption="../report/provenance.rst", category="provenance"),
     log:
         f"{LOGS}/provenance.log",
+    params:
+        imported=PLAN.imported_provenance(),
     script:
         "../scripts/provenance.py"

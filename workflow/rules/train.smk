@@ -8,6 +8,8 @@ rule train:
         directory(PLAN.bundle_dir("{study}", "{group}", "{block}")),
     log:
         f"{LOGS}/train/{{study}}/{{group}}/bundle-{{block}}.log",
+    wildcard_constraints:
+        study=PLAN.imports.trained_studies(),
     threads: config["threads"]["train"]
     resources:
         mem_mb=PLAN.resources("train", "mem_mb"),

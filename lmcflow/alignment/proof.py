@@ -1,0 +1,165 @@
+"""The proof of a permutation spec (``prove_spec``): a random permutation of every group leaves a model's outputs
+unchanged, on a copy an untrained model's initial values cannot fool.
+
+A freshly built model hides wrongly permuted tensors in three ways, each undone before the outputs are compared:
+constant tensors (zero biases and class tokens, unit norm scales) look the same in any order, so every constant
+or near-constant tensor is redrawn (``_unconstant``); a 1e-6 layer scale (ConvNeXt) shrinks a whole block below
+any tolerance, so tiny tensors are redrawn at 0.1; initial BatchNorm statistics (mean 0, variance 1) leave the
+output nearly independent of the input, so the running statistics are refilled by one train-mode pass over the
+proof's batch. The residual is measured against the input-dependent part of the outputs (their spread over the
+batch) in float64, where a correct spec leaves ~1e-14, and against the outputs' size in float32 (whose rounding
+scales with it); a model whose outputs do not depend on its input cannot be proven.
+
+Details: docs/internals.md, "`lmcflow.alignment.derive`".
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_leaves
+
+from lmcflow.alignment.table import PermutationSpec, apply_permutation
+from lmcflow.seeding import generator
+from lmcflow.state import like_state
+
+PROOF_RTOL = 1e-3  # float32: max |Δ output| ≤ PROOF_RTOL × max |output| (norms refilled on a small batch amplify
+# float32 rounding of the new summation order to ~1e-4; float64 decides)
+PROOF_RTOL_FP64 = 1e-10  # float64: max |Δ output| ≤ PROOF_RTOL_FP64 × the outputs' spread (correct: ~1e-14)
+TINY = 1e-4  # a tensor whose entries are all below this (a layer scale at 1e-6) is redrawn
+FLAT = 1e-3  # a tensor whose spread is below this fraction of its magnitude is near-constant
+
+
+class SpecProofError(ValueError):
+    pass
+
+
+def _outputs(model: nn.Module, x: torch.Tensor) -> list:
+    return [t for t in tree_leaves(model(x)) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def _unconstant(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """A constant, near-constant or tiny tensor made a varied one of unit scale (module doc): all entries below
+    ``TINY`` (zeros, a 1e-6 layer scale) -> N(0, 0.1²); a nonzero near-constant (unit norm scales) -> each entry
+    times a factor in [0.5, 1.5] (signs, and the positivity of variances, are kept). Others are kept."""
+    if not t.is_floating_point() or t.numel() < 2:
+        return t.clone()
+    mag = float(t.abs().max())
+    if mag < TINY:
+        return 0.1 * torch.randn(t.shape, generator=gen, dtype=t.dtype)
+    if float(t.max() - t.min()) <= FLAT * mag:
+        return t * (0.5 + torch.rand(t.shape, generator=gen, dtype=t.dtype))
+    return t.clone()
+
+
+def _refill_norm_statistics(m: nn.Module, x: torch.Tensor) -> None:
+    """Running statistics of every BatchNorm/InstanceNorm with running stats = those of one train-mode pass."""
+    norms = [mod for mod in m.modules()
+             if isinstance(mod, nn.modules.batchnorm._NormBase) and mod.track_running_stats]
+    if not norms:
+        return
+    kept = [mod.momentum for mod in norms]
+    for mod in norms:
+        mod.reset_running_stats()
+        mod.momentum = None  # cumulative average: one pass sets the batch's statistics exactly
+        mod.train()
+    m(x)
+    for mod, momentum in zip(norms, kept, strict=True):
+        mod.momentum = momentum
+        mod.eval()
+
+
+def proof_state(model: nn.Module, x: torch.Tensor, seed: int = 0) -> tuple[nn.Module, dict]:
+    """A float64 eval-mode copy of ``model`` with its constants redrawn and its norm statistics refilled on ``x``,
+    and its state_dict (what ``prove_spec`` permutes)."""
+    m = copy.deepcopy(model).double().eval()
+    gen = generator("spec-proof", seed)
+    sd = m.state_dict()
+    m.load_state_dict(like_state(((k, _unconstant(v, gen)) for k, v in sd.items()), sd))
+    with torch.no_grad():
+        _refill_norm_statistics(m, x.double())
+    sd = m.state_dict()  # its tensors are the model's own: clone them before loading permuted copies
+    return m, like_state(((k, v.clone()) for k, v in sd.items()), sd)
+
+
+def _spread(outs: list, n: int) -> float:
+    """The input-dependent scale of the outputs: max |y - mean over the batch of y| (else max |y|)."""
+    s = 0.0
+    for y in outs:
+        if y.dim() and y.shape[0] == n:
+            s = max(s, float((y - y.mean(0, keepdim=True)).abs().max()))
+        else:
+            s = max(s, float(y.abs().max()))
+    return s
+
+
+def _delta(outs: list, ref: list) -> float:
+    return max((float((a.double() - b.double()).abs().max()) for a, b in zip(outs, ref, strict=True)),
+               default=0.0)
+
+
+def _check_structure(spec: PermutationSpec) -> None:
+    for key, ax in spec.axes.items():
+        named = [g for g in ax if g is not None]
+        if key in spec.parameters and len(named) != len(set(named)):
+            raise SpecProofError(f"the permutation spec of {spec.arch} ties two axes of {key} {ax} to one group; "
+                                 f"weight matching needs distinct groups on a tensor's axes")
+        unknown = [g for g in named if g not in spec.sizes]
+        if unknown:
+            raise SpecProofError(f"the permutation spec of {spec.arch}: {key} names groups {unknown} it does not "
+                                 f"size")
+
+
+@torch.no_grad()
+def prove_spec(model: nn.Module, spec: PermutationSpec, x: torch.Tensor, seed: int = 0,
+               rtol: float = PROOF_RTOL, rtol_fp64: float = PROOF_RTOL_FP64, state: tuple | None = None,
+               name_groups: bool = True) -> float:
+    """Check that a random permutation of every group of ``spec`` leaves ``model``'s outputs on ``x`` unchanged, in
+    float64 (max |Δ| ≤ ``rtol_fp64`` × spread) and float32 (≤ ``rtol`` × max |output|), on the copy of ``proof_state``
+    (module doc). Returns the float64 residual max |Δ| / spread; SpecProofError names the failing groups (one
+    more check per group; ``name_groups=False`` skips it). ``state``: ``proof_state(model, x, seed)`` when several
+    specs of one model are checked."""
+    _check_structure(spec)
+    if not spec.sizes:
+        raise SpecProofError(f"the permutation spec of {spec.arch} has no group: nothing would be aligned")
+    m, sd = state or proof_state(model, x, seed)
+    gen = generator("spec-proof-perms", seed)
+    perms = {g: torch.randperm(n, generator=gen) for g, n in spec.sizes.items()}
+    residual = _check(m, spec, sd, x, torch.float64, rtol_fp64, perms, name_groups)
+    _check(m, spec, sd, x, torch.float32, rtol, perms, name_groups)
+    return residual
+
+
+def _check(m: nn.Module, spec: PermutationSpec, sd: dict, x: torch.Tensor, dtype, tol: float, perms: dict,
+           name_groups: bool) -> float:
+    m.to(dtype)
+    x = x.to(dtype)
+    base = like_state(((k, v.to(dtype) if v.is_floating_point() else v) for k, v in sd.items()), sd)
+    m.load_state_dict(base)
+    ref = _outputs(m, x)
+    size = max((float(y.abs().max()) for y in ref), default=0.0)
+    scale = _spread(ref, x.shape[0])
+    if dtype is torch.float64 and scale <= 1e-9 * size:
+        raise SpecProofError(f"the outputs of {spec.arch} do not depend on its input (spread {scale:.2e} over the "
+                             f"proof's batch), so no permutation can be checked against them")
+    if dtype is torch.float32:  # float32 rounding is relative to the outputs' size, not their spread
+        scale = size or 1.0
+
+    def delta(p: dict) -> float:
+        m.load_state_dict(apply_permutation(spec, base, p))
+        return _delta(_outputs(m, x), ref) / scale
+
+    worst = delta(perms)
+    if worst <= tol:
+        return worst
+    what = (f"the permutation spec of {spec.arch} is wrong: a random permutation changes the outputs by "
+            f"{worst:.2e} × their scale in {str(dtype).removeprefix('torch.')} (allowed {tol:g})")
+    if not name_groups:
+        raise SpecProofError(what)
+    ident = {g: torch.arange(n) for g, n in spec.sizes.items()}
+    bad = [(g, delta({**ident, g: perms[g]})) for g in spec.groups]
+    listed = ", ".join(f"{g} (max |Δ| = {d:.2e} × output scale)" for g, d in bad if d > tol) or \
+        "none alone (only jointly)"
+    raise SpecProofError(f"{what}; failing groups: {listed}. Declare the module that breaks the symmetry in "
+                         f"model.trace_overrides as 'fixed'")
