@@ -1,4 +1,4 @@
-"""What ``cpu_kernels: portable`` costs against ``native``, measured in one run.
+"""What ``cpu_kernels: portable`` and ``vendor_neutral`` cost against ``native``, measured in one run.
 
 MLP training steps as the default width study takes them (784→512→512→10, i.e. width 1 at base width
 512, depth 2; SGD with momentum and weight decay, batch 128, fp32, one torch thread) and at width 8
@@ -8,8 +8,8 @@ flipping each round, so that load on a shared machine falls on both alike. Times
 (user + sys) per step, one thread, so a busy neighbour disturbs them less than wall time.
 
 Prints per-mode medians and the ratio per width; last line
-``cpu_kernels_ratio_x1=R1 cpu_kernels_ratio_x8=R8`` (portable / native; the reproduction's default is
-portable unless a ratio exceeds 1.3). Writes the numbers to ``--out`` as JSON.
+``cpu_kernels_ratio_x1=R1 cpu_kernels_ratio_x8=R8 vendor_neutral_ratio_x1=V1 vendor_neutral_ratio_x8=V8``
+(portable / native and vendor_neutral / native). Writes the numbers to ``--out`` as JSON.
 
     .venv/bin/python benchmarks/bench_cpu_kernels.py [--rounds 5] [--steps 20] [--out FILE]
 """
@@ -63,7 +63,8 @@ def worker(mode: str, steps: int) -> dict:
 def run_mode(mode: str, steps: int) -> dict:
     from lmcflow import kernels
 
-    env = {k: v for k, v in os.environ.items() if k not in kernels.PORTABLE_ENV}  # native: nothing held
+    held = {k for env in kernels.HELD_ENV.values() for k in env}
+    env = {k: v for k, v in os.environ.items() if k not in held and k != "NPY_DISABLE_CPU_FEATURES"}
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     res = subprocess.run([sys.executable, __file__, "--worker", mode, "--steps", str(steps)], env=env,
                          capture_output=True, text=True, check=True)
@@ -75,7 +76,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--out", default=str(REPO / "benchmarks/results/cpu/cpu_kernels.json"))
-    ap.add_argument("--worker", choices=["portable", "native"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["portable", "native", "vendor_neutral"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps)))
@@ -92,17 +93,23 @@ def main() -> None:
                 samples[mode][w].append(t)
     medians = {m: {w: statistics.median(v) for w, v in by_w.items()} for m, by_w in samples.items()}
     ratios = {w: medians["portable"][w] / medians["native"][w] for w in WIDTHS}
+    neutral = {w: medians["vendor_neutral"][w] / medians["native"][w] for w in WIDTHS}
     for w in WIDTHS:
-        print(f"{w}: portable ({capability['portable']}) {medians['portable'][w] * 1e3:.1f} ms/step, "
-              f"native ({capability['native']}) {medians['native'][w] * 1e3:.1f} ms/step, ratio {ratios[w]:.2f}")
+        print(f"{w}: native ({capability['native']}) {medians['native'][w] * 1e3:.1f} ms/step, "
+              f"portable ({capability['portable']}) {medians['portable'][w] * 1e3:.1f} ms/step "
+              f"(ratio {ratios[w]:.2f}), "
+              f"vendor_neutral ({capability['vendor_neutral']}) {medians['vendor_neutral'][w] * 1e3:.1f} ms/step "
+              f"(ratio {neutral[w]:.2f})")
     record = {"cpu": kernels.cpu_info(), "build": kernels.torch_build(), "capability": capability,
               "rounds": args.rounds, "steps": args.steps, "samples_step_cpu_s": samples,
-              "median_step_cpu_s": medians, "ratio_portable_over_native": ratios}
+              "median_step_cpu_s": medians, "ratio_portable_over_native": ratios,
+              "ratio_vendor_neutral_over_native": neutral}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(args.out).with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     tmp.replace(args.out)
-    print(" ".join(f"cpu_kernels_ratio_{w}={ratios[w]:.2f}" for w in WIDTHS))
+    print(" ".join([*(f"cpu_kernels_ratio_{w}={ratios[w]:.2f}" for w in WIDTHS),
+                    *(f"vendor_neutral_ratio_{w}={neutral[w]:.2f}" for w in WIDTHS)]))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ and 2 as in ``bench_weight_matching_mlp.py``), at each ``--widths`` (default ×1
 ×8, the regime run's widest), saved once as fp32 npz in a temporary folder. Each repetition runs, in this order
 (alternated ``--reps`` times; medians, so that a change of load hits all alike):
 
-* lmcflow: ``lmcflow.alignment.weight_matching`` in this process (float64, its default; identity start; random
-  group order from ``generator("weight_matching", seed)``; stops after a sweep without improvement, 100 sweeps
-  at most).
+* lmcflow: ``lmcflow.alignment.weight_matching`` in this process (its defaults: float64 products, the lapjv
+  assignment step; identity start; random group order from ``generator("weight_matching", seed)``; stops after a
+  sweep without improvement, 100 sweeps at most), and each of ``--variants``: ``fp32`` (float32 products,
+  ``dtype=torch.float32``), ``forward`` (``init="forward"``, ``merge.alignment.init: forward``), ``forward-fp32``
+  (both), each named ``lmcflow-<variant>`` and scored like the others.
 * samuela/git-re-basin: ``weight_matching.weight_matching`` of the checkout's ``src/`` given by
   ``--git-re-basin`` (JAX, fp32, eager; ``mlp_permutation_spec(2)`` on the pair as flax kernels; random group
   order from ``PRNGKey(seed)``; same stopping rule, max_iter 100), in a subprocess of ``--python-with-jax``.
@@ -16,6 +18,12 @@ and 2 as in ``bench_weight_matching_mlp.py``), at each ``--widths`` (default ×1
 * PyPI ``rebasin``: ``PermutationCoordinateDescent(model_a, model_b, x).calculate_permutations(100)`` (torch
   fp32; its own loop: random group order from torch's global RNG, seeded, stops after a sweep without progress),
   in a subprocess of ``--python-with-rebasin``; the model tracing of its constructor is ``setup_s``, not timed.
+* STE-MM (e5-a/STE-MM, ICML 2025): ``search.weight_matching_uv.weight_matching_uv(ps).fit(a, b)`` of the checkout's
+  ``srcs/`` given by ``--ste-mm`` (or ``$STE_MM_SRC``), with its C++ Jonker–Volgenant module ``lap_uv`` built into
+  that folder as its ``lap_uv/run_cmake.sh`` does (torch fp32 products, float32 solver warm-started from the last
+  sweep's duals; ``ps`` is its ``PermutationSpec`` of the pair's two hidden groups, written out; random group
+  order from torch's global RNG, seeded; its stopping rule, max_iter 300), in a subprocess of
+  ``--python-with-ste-mm`` (or ``$STE_MM_PYTHON``; a Python with torch, scipy, tqdm and torchviz).
 
 Times are taken inside each process around the matching alone (no imports, loading or warm-up). Every process
 runs one thread (``OMP/MKL_NUM_THREADS=1``, ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false``, torch 1 thread).
@@ -23,10 +31,11 @@ Each implementation's permutations are scored by lmcflow's ``weight_matching_obj
 biases): the objective J each reached, and whether its permutations equal lmcflow's. An implementation whose
 path is not given is skipped and said so. Writes ``benchmarks/results/cpu/weight_matching_field.json``; the last
 line printed is the summary, ``wm_vs_fastest_field_x<w>=<lmcflow median / fastest field median>`` per width (≤ 1:
-lmcflow no slower).
+lmcflow no slower), and ``wm_<variant>_vs_fastest_field_x<w>`` per variant.
 
 Run: PYTHONPATH=. .venv/bin/python benchmarks/bench_weight_matching_field.py --git-re-basin CHECKOUT/src \
-        --python-with-jax JAXVENV/bin/python --python-with-rebasin REBASINVENV/bin/python [--widths 1 8] [--reps 3]
+        --python-with-jax JAXVENV/bin/python --python-with-rebasin REBASINVENV/bin/python \
+        --ste-mm STEMM/srcs --python-with-ste-mm STEMMVENV/bin/python [--widths 1 8] [--reps 3] [--variants forward]
 """
 from __future__ import annotations
 
@@ -44,6 +53,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+VARIANTS = {"fp32": {"dtype": "float32"}, "forward": {"init": "forward"},
+            "forward-fp32": {"init": "forward", "dtype": "float32"}}  # lmcflow's weight_matching options
 KEYS = ("layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias", "head.weight", "head.bias")
 
 
@@ -143,6 +154,27 @@ def _worker_rebasin(pair: str, seed: int) -> dict:
                       "hidden1": _rows_to_perm(permuted["head.weight"].T, original["head.weight"].T)}}
 
 
+def _worker_ste_mm(pair: str, seed: int, src: str) -> dict:
+    import numpy as np
+    import torch
+    sys.path.insert(0, src)
+    from search.weight_matching import permutation_spec_from_axes_to_perm
+    from search.weight_matching_uv import weight_matching_uv
+    torch.set_num_threads(1)
+    z = np.load(pair)
+    ps = permutation_spec_from_axes_to_perm({"layers.0.weight": ("P_0", None), "layers.0.bias": ("P_0",),
+                                             "layers.1.weight": ("P_1", "P_0"), "layers.1.bias": ("P_1",),
+                                             "head.weight": (None, "P_1")})  # head.bias: no permuted axis
+    pa, pb = ({k: torch.from_numpy(z[f"{side}/{k}"]) for k in KEYS} for side in "ab")
+    wm = weight_matching_uv(ps)
+    torch.manual_seed(seed)
+    t0 = time.perf_counter()
+    wm.fit(pa, pb)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "sweeps": len(wm.metrics["l2_dist"]), "torch": torch.__version__,
+            "perms": {"hidden0": wm.perm["P_0"].long().tolist(), "hidden1": wm.perm["P_1"].long().tolist()}}
+
+
 def _dist_version(name: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
     try:
@@ -156,7 +188,7 @@ def _dist_version(name: str) -> str | None:
 def _external(python: str, kind: str, pair: Path, seed: int, src: str | None) -> dict:
     cmd = [python, str(Path(__file__).resolve()), "--worker", kind, "--pair", str(pair), "--seed", str(seed)]
     if src:
-        cmd += ["--git-re-basin", src]
+        cmd += ["--src", src]
     env = {**os.environ, **ONE_THREAD}
     env.pop("PYTHONPATH", None)  # the other interpreter imports its own packages, not this checkout's
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -182,12 +214,21 @@ def main(argv=None) -> None:
     ap.add_argument("--git-re-basin-rev", default=None, help="its commit, where src/ is not in a git work tree")
     ap.add_argument("--python-with-jax", default=None, help="a Python with jax, jaxlib, numpy and scipy")
     ap.add_argument("--python-with-rebasin", default=None, help="a Python with PyPI rebasin (and torch)")
+    ap.add_argument("--ste-mm", default=os.environ.get("STE_MM_SRC"),
+                    help="e5-a/STE-MM checkout's srcs/ folder with lap_uv built in it (default $STE_MM_SRC)")
+    ap.add_argument("--ste-mm-rev", default=None, help="its commit, where srcs/ is not in a git work tree")
+    ap.add_argument("--python-with-ste-mm", default=os.environ.get("STE_MM_PYTHON"),
+                    help="a Python with torch, scipy, tqdm and torchviz (default $STE_MM_PYTHON)")
+    ap.add_argument("--variants", nargs="*", default=[], choices=sorted(VARIANTS),
+                    help="lmcflow's weight_matching with these options as well (module doc)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cpu" / "weight_matching_field.json"))
-    ap.add_argument("--worker", choices=("git-re-basin", "rebasin"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("git-re-basin", "rebasin", "ste-mm"), help=argparse.SUPPRESS)
     ap.add_argument("--pair", help=argparse.SUPPRESS)
+    ap.add_argument("--src", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        res = (_worker_git_re_basin(args.pair, args.seed, args.git_re_basin) if args.worker == "git-re-basin"
+        res = (_worker_git_re_basin(args.pair, args.seed, args.src) if args.worker == "git-re-basin"
+               else _worker_ste_mm(args.pair, args.seed, args.src) if args.worker == "ste-mm"
                else _worker_rebasin(args.pair, args.seed))
         print(json.dumps(res))
         return
@@ -211,13 +252,19 @@ def main(argv=None) -> None:
         field["rebasin"] = (args.python_with_rebasin, None)
     else:
         print("# PyPI rebasin: skipped (give --python-with-rebasin PYTHON)")
+    if args.ste_mm and args.python_with_ste_mm:
+        field["ste-mm"] = (args.python_with_ste_mm, args.ste_mm)
+    else:
+        print("# STE-MM: skipped (give --ste-mm SRCS and --python-with-ste-mm PYTHON, or $STE_MM_SRC and "
+              "$STE_MM_PYTHON)")
     load = os.getloadavg()
     print(f"# bench_weight_matching_field: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"torch {torch.__version__}, 1 thread per process, load before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
           flush=True)
     results = {"machine": {"cpus": os.cpu_count(), "load_before": load}, "seed": args.seed, "reps": args.reps,
                "git_re_basin_rev": args.git_re_basin_rev or (_git_rev(args.git_re_basin) if args.git_re_basin
-                                                              else None), "widths": {}}
+                                                              else None),
+               "ste_mm_rev": args.ste_mm_rev or (_git_rev(args.ste_mm) if args.ste_mm else None), "widths": {}}
     summary = []
     with tempfile.TemporaryDirectory() as tmp:
         for width in args.widths:
@@ -230,12 +277,15 @@ def main(argv=None) -> None:
             spec = permutation_spec(models["a"])
             pair = Path(tmp) / f"pair_x{width:g}.npz"
             np.savez(pair, **{f"{side}/{k}": sd[side][k].numpy() for side in "ab" for k in KEYS})
-            runs: dict = {"lmcflow": [], **{name: [] for name in field}}
+            ours = {"lmcflow": {}, **{f"lmcflow-{v}": {k: getattr(torch, x) if k == "dtype" else x
+                                                         for k, x in VARIANTS[v].items()} for v in args.variants}}
+            runs: dict = {**{name: [] for name in ours}, **{name: [] for name in field}}
             for rep in range(args.reps):
-                t0 = time.perf_counter()
-                perms, info = weight_matching(spec, sd["a"], sd["b"], seed=args.seed)
-                runs["lmcflow"].append({"seconds": time.perf_counter() - t0, "sweeps": info["iterations"],
-                                        "perms": {g: p.tolist() for g, p in perms.items()}})
+                for name, kw in ours.items():
+                    t0 = time.perf_counter()
+                    perms, info = weight_matching(spec, sd["a"], sd["b"], seed=args.seed, **kw)
+                    runs[name].append({"seconds": time.perf_counter() - t0, "sweeps": info["iterations"],
+                                       "perms": {g: p.tolist() for g, p in perms.items()}})
                 for name, (python, src) in field.items():
                     runs[name].append(_external(python, name, pair, args.seed, src))
                 print(f"x{width:g} rep {rep}: " + ", ".join(f"{n} {r[-1]['seconds']:.2f} s ({r[-1]['sweeps']} sweeps)"
@@ -250,6 +300,8 @@ def main(argv=None) -> None:
                 row[name] = {"median_s": statistics.median(r["seconds"] for r in rs),
                              "seconds": [r["seconds"] for r in rs], "sweeps": [r["sweeps"] for r in rs],
                              "objective": j, "identical_to_lmcflow": last["perms"] == ref,
+                             **({"identical_to_float64": last["perms"] == runs[name[:-5]][-1]["perms"]}
+                                if name.endswith("-fp32") and name[:-5] in runs else {}),
                              **{k: v for k, v in last.items() if k not in ("seconds", "sweeps", "perms")}}
             j0 = weight_matching_objective(spec, sd["a"], sd["b"], {g: torch.arange(n) for g, n in spec.sizes.items()})
             row["objective_identity"] = j0
@@ -258,12 +310,19 @@ def main(argv=None) -> None:
                 print(f"x{width:g} {name}: median {r['median_s']:.2f} s, sweeps {r['sweeps']}, "
                       f"J = {r['objective']:.7g} "
                       f"(identity {j0:.7g}), permutations identical to lmcflow's: {r['identical_to_lmcflow']}"
-                      + "".join(f", {k} {v:.2f} s" for k, v in r.items() if k in ("warmup_s", "setup_s")), flush=True)
+                      + "".join(f", {k} {v:.2f} s" for k, v in r.items() if k in ("warmup_s", "setup_s"))
+                      + (f", identical to its float64 run: {r['identical_to_float64']}" if "identical_to_float64" in r
+                         else ""), flush=True)
             if field:
                 fastest = min(field, key=lambda n: row[n]["median_s"])
                 row["fastest_field"] = fastest
-                row["lmcflow_over_fastest_field"] = row["lmcflow"]["median_s"] / row[fastest]["median_s"]
-                summary.append(f"wm_vs_fastest_field_x{width:g}={row['lmcflow_over_fastest_field']:.3f}")
+                for name in ours:
+                    ratio = row[name]["median_s"] / row[fastest]["median_s"]
+                    row[name]["over_fastest_field"] = ratio
+                    row[name]["objective_minus_fastest_field"] = row[name]["objective"] - row[fastest]["objective"]
+                    tag = name.replace("lmcflow", "wm", 1).replace("-", "_")
+                    summary.append(f"{tag}_vs_fastest_field_x{width:g}={ratio:.3f}")
+                row["lmcflow_over_fastest_field"] = row["lmcflow"]["over_fastest_field"]
             results["widths"][f"{width:g}"] = row
     results["machine"]["load_after"] = os.getloadavg()
     out = Path(args.out)

@@ -18,6 +18,7 @@ from lmcflow.io import load_tensors, save_tensors
 from lmcflow.models import ModelSpec, build_model, count_parameters
 from lmcflow.seeding import derive_seed
 from lmcflow.state import checkpoint_state, load_into
+from lmcflow.symmetry import trainable_weight_norm
 from lmcflow.tables import point_columns, read_table, write_table
 from lmcflow.training import late_loss_drop
 
@@ -90,7 +91,7 @@ def write_model(point: Point, seed: int, spec: ModelSpec, model, data, info: dic
            "device": device_name(dev),
            "precision": info["precision"], "checkpoint": str(out_ckpt), "checkpoint_sha256": digest,
            "slurm_job_id": os.environ.get("SLURM_JOB_ID", ""), "bundle_id": bundle_id,
-           "train_threads": torch.get_num_threads(), **kernels.check()}
+           "train_threads": torch.get_num_threads(), "weight_norm": trainable_weight_norm(model), **kernels.check()}
     write_table(out_row, "runs", [row])
     log.info(f"[train] {point.study}/{point.point} seed={seed} done: test acc={metrics['test']['acc']:.4f} "
         f"loss={metrics['test']['loss']:.4f} sha256={digest[:12]}")

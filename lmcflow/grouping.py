@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 
-from lmcflow.config import Point, bundle_key, format_value, study_points
+from lmcflow.config import Point, bundle_key, format_value, seed_pairs, study_points
 from lmcflow.config.partners import REAL, partner_seed, real_seeds
 
 
@@ -56,9 +56,11 @@ def pair_blocks(point: Point, blocks: dict[str, list[int]] | None = None
     if point.partner != REAL:
         return _partner_pair_blocks(point)
     blocks = seed_blocks(point) if blocks is None else blocks
+    merged = set(point.pairs)  # merge.pairs: every pair, or the authors' disjoint ones
     out = {}
     for i, j in itertools.combinations_with_replacement(sorted(blocks, key=block_order), 2):
         pairs = list(itertools.combinations(blocks[i], 2)) if i == j else [(a, b) for a in blocks[i] for b in blocks[j]]
+        pairs = [q for q in pairs if tuple(sorted(q)) in merged]
         if pairs:
             out[(i, j)] = pairs
     return out
@@ -67,12 +69,9 @@ def pair_blocks(point: Point, blocks: dict[str, list[int]] | None = None
 def _partner_pair_blocks(point: Point) -> dict[tuple[int, int], list[tuple[int, int]]]:
     size = point.train["bundle"]
     out: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    reals = real_seeds(point)
-    for a in reals:
-        for b in reals:
-            if a < b:
-                pb = partner_seed(point.partner, b)
-                out.setdefault((str(seed_block(a, size)), str(seed_block(pb, size))), []).append((a, pb))
+    for a, b in seed_pairs(real_seeds(point), point.merge.get("pairs", "all")):
+        pb = partner_seed(point.partner, b)
+        out.setdefault((str(seed_block(a, size)), str(seed_block(pb, size))), []).append((a, pb))
     return dict(sorted(out.items(), key=lambda kv: tuple(block_order(b) for b in kv[0])))
 
 

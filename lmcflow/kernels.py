@@ -30,7 +30,7 @@ from lmcflow.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-MODES = ("portable", "native")
+MODES = ("portable", "native", "vendor_neutral")
 MODE_VAR = "LMCFLOW_CPU_KERNELS"  # the mode the workflow chose, for the jobs to check and record
 # Set (never setdefault) in portable mode: a user's own setting of any of these must not change the
 # bits of a portable run. MKL_CBWR's STRICT also makes MKL's GEMM independent of its thread count.
@@ -44,6 +44,22 @@ PORTABLE_ENV = {
     "MKL_DYNAMIC": "FALSE",
 }
 PORTABLE_CAPABILITY = "AVX2"  # what torch.backends.cpu.get_cpu_capability() reports when held
+# vendor_neutral: kernels that do not depend on the CPU's vendor either. MKL's COMPATIBLE branch is the one MKL
+# documents as giving the same results on Intel and non-Intel (AMD) processors (it is what MKL picks no kernel
+# by vendor in); PyTorch's own kernels run their generic build ("DEFAULT": compiled for baseline x86-64, no
+# runtime dispatch), oneDNN its SSE4.1 JIT, OpenBLAS its Prescott (SSE3) kernels, numpy its baseline loops.
+# MKL_ENABLE_INSTRUCTIONS is left alone: under COMPATIBLE it changes nothing (tests/test_portable_bits.py).
+VENDOR_NEUTRAL_ENV = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+    "OPENBLAS_CORETYPE": "Prescott",
+    "OMP_DYNAMIC": "FALSE",
+    "MKL_DYNAMIC": "FALSE",
+}
+VENDOR_NEUTRAL_CAPABILITY = "DEFAULT"
+HELD_ENV = {"portable": PORTABLE_ENV, "vendor_neutral": VENDOR_NEUTRAL_ENV}
+HELD_CAPABILITY = {"portable": PORTABLE_CAPABILITY, "vendor_neutral": VENDOR_NEUTRAL_CAPABILITY}
 SIMD_FLAGS = ("avx2", "avx512f", "amx_tile")
 
 
@@ -88,32 +104,41 @@ def kernel_env(mode: str) -> dict[str, str]:
     if mode == "native":
         return {MODE_VAR: "native"}
     if not is_x86_64():
-        log.warning(f"cpu_kernels: portable holds x86-64 CPUs to AVX2; this is {platform.machine()}, "
+        log.warning(f"cpu_kernels: {mode} holds x86-64 CPUs to fixed kernels; this is {platform.machine()}, "
                     "so the run uses its native kernels (recorded as cpu_kernels=native)")
         return {MODE_VAR: "native"}
+    if mode == "vendor_neutral":
+        numpy_off = _numpy_above("baseline")
+        return {MODE_VAR: mode, **VENDOR_NEUTRAL_ENV, **({"NPY_DISABLE_CPU_FEATURES": numpy_off} if numpy_off else {})}
     if "avx2" not in cpu_info()["simd"]:
         raise KernelError(f"cpu_kernels: portable needs a CPU with AVX2, and this one "
-                          f"({cpu_info()['model']}) has none; set cpu_kernels: native")
-    numpy_off = _numpy_above_avx2()
+                          f"({cpu_info()['model']}) has none; set cpu_kernels: native or vendor_neutral")
+    numpy_off = _numpy_above("avx2")
     return {MODE_VAR: "portable", **PORTABLE_ENV, **({"NPY_DISABLE_CPU_FEATURES": numpy_off} if numpy_off else {})}
 
 
 _NUMPY_PROBE = """
+import sys
 try:
-    from numpy._core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f
+    from numpy._core import _multiarray_umath as m
 except ImportError:  # numpy < 2
-    from numpy.core._multiarray_umath import __cpu_dispatch__ as d, __cpu_features__ as f
-print(" ".join(t for t in d if ("AVX512" in t or t == "X86_V4") and f.get(t)))
+    from numpy.core import _multiarray_umath as m
+d, f, base = m.__cpu_dispatch__, m.__cpu_features__, set(m.__cpu_baseline__)
+if sys.argv[1] == "avx2":
+    print(" ".join(t for t in d if ("AVX512" in t or t == "X86_V4") and f.get(t)))
+else:
+    print(" ".join(t for t in d if t not in base and f.get(t)))
 """
 
 
 @functools.cache
-def _numpy_above_avx2() -> str:
-    """numpy's own SIMD loops past AVX2 (its AVX-512 targets) that this CPU would run, as
-    ``NPY_DISABLE_CPU_FEATURES`` names them. Read from this numpy, since numpy refuses names it does
-    not know; in a fresh Python, since numpy reads the variable when imported."""
+def _numpy_above(level: str) -> str:
+    """numpy's own SIMD loops this CPU would run above ``level`` (``avx2``: its AVX-512 targets; ``baseline``:
+    every target past the baseline numpy was built for), as ``NPY_DISABLE_CPU_FEATURES`` names them. Read from
+    this numpy, since numpy refuses names it does not know; in a fresh Python, since numpy reads the variable
+    when imported."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NPY_")}
-    res = subprocess.run([sys.executable, "-c", _NUMPY_PROBE], env=env, capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-c", _NUMPY_PROBE, level], env=env, capture_output=True, text=True,
                          timeout=120)
     if res.returncode != 0:
         raise KernelError(f"cpu_kernels: cannot read numpy's CPU dispatch targets: {res.stderr.strip()[-500:]}")
@@ -153,10 +178,10 @@ def check() -> dict[str, str]:
     """In a torch job: the requested mode and the ISA actually dispatched, the ``runs`` columns
     ``cpu_kernels`` and ``cpu_capability``. Fails loudly where portable mode does not hold."""
     mode, isa = requested(), dispatched()
-    if mode == "portable":
-        wrong = {k: os.environ.get(k) for k, v in PORTABLE_ENV.items() if os.environ.get(k) != v}
-        if wrong or isa != PORTABLE_CAPABILITY:
-            raise KernelError(f"cpu_kernels: portable asked for {PORTABLE_CAPABILITY} kernels, but this job "
+    if mode in HELD_ENV:
+        wrong = {k: os.environ.get(k) for k, v in HELD_ENV[mode].items() if os.environ.get(k) != v}
+        if wrong or isa != HELD_CAPABILITY[mode]:
+            raise KernelError(f"cpu_kernels: {mode} asked for {HELD_CAPABILITY[mode]} kernels, but this job "
                               f"dispatches {isa} (environment differs in {wrong or 'nothing'}); the job's "
                               "environment must come from the workflow (lmcflow.kernels.kernel_env)")
     return {"cpu_kernels": mode, "cpu_capability": isa}

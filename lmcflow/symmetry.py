@@ -168,6 +168,19 @@ def effective_weight(module: nn.Module) -> torch.Tensor:
     raise TypeError(f"effective_weight: {type(module).__name__} is not a linear or conv layer")
 
 
+def trainable_weight_norm(model: nn.Module) -> float:
+    """‖·‖₂ over the trainable weight entries of every linear and conv layer (a masked layer: mask⊙W, the part that
+    realises its features; biases and norm parameters left out): the norm budget the identifiability paper's
+    trade-off speaks of."""
+    total = 0.0
+    for m in model.modules():
+        if isinstance(m, _FixedMixin):
+            total += float((m.mask * m.weight).detach().double().pow(2).sum())
+        elif isinstance(m, (nn.Linear, nn.Conv2d)):
+            total += float(m.weight.detach().double().pow(2).sum())
+    return total ** 0.5
+
+
 def fixed_entry_count(model: nn.Module) -> int:
     """Weight entries held fixed by masks (they are parameters but never train)."""
     return int(sum((m.mask == 0).sum().item() for m in model.modules() if isinstance(m, _FixedMixin)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -38,7 +39,7 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("wall_time_s", "float64"), ("train_seconds", "float64"), ("device", "string"),
         ("precision", "string"), ("checkpoint", "string"), ("checkpoint_sha256", "string"),
         ("slurm_job_id", "string"), ("bundle_id", "string"), ("cpu_kernels", "string"), ("cpu_capability", "string"),
-        ("train_threads", "int64"),
+        ("train_threads", "int64"), ("weight_norm", "float64"),
     ],
     "interpolation": POINT_COLUMNS + PAIR_COLUMNS + [
         ("repair", "bool"), ("lam", "float64"), ("split", "string"), ("loss", "float64"), ("acc", "float64"),
@@ -96,6 +97,34 @@ def real_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["partner"] == "real"] if "partner" in df.columns else df
 
 
+# results/tables/<kind>.parquet holds what a reader queries first: real models and pairs, merges without REPAIR.
+# The other rows are in results/tables/<part>/<kind>.parquet, where a query must name them (results/README.md).
+RESULT_PARTS = ("null_partners", "repair")
+
+
+def result_part(df: pd.DataFrame) -> pd.Series:
+    """Per row of a result table, the part it belongs in: "real" (a real model or pair, no REPAIR),
+    "null_partners" (its model B is a null partner, with or without REPAIR) or "repair" (a real pair, REPAIR'd)."""
+    part = pd.Series("real", index=df.index, dtype=object)
+    if "repair" in df.columns:
+        part[df["repair"].astype(bool).to_numpy()] = "repair"
+    if "partner" in df.columns:
+        part[(df["partner"] != "real").to_numpy()] = "null_partners"
+    return part
+
+
+def read_results(results, kind: str, null_partners: bool = False, repair: bool = False) -> pd.DataFrame:
+    """One result table as a run wrote it under ``results``: the real rows, plus the null partners' and the
+    REPAIR'd rows when asked for (each only where the run has them). The one loader for code that reads the
+    results folder; the ``partner`` and ``repair`` columns tell the rows apart."""
+    root = Path(results) / "tables"
+    paths = [root / f"{kind}.parquet"] + [root / part / f"{kind}.parquet" for part, wanted
+                                          in zip(RESULT_PARTS, (null_partners, repair), strict=True) if wanted]
+    frames = [read_parquet(p, kind) for p in paths if p == paths[0] or p.exists()]
+    frames = [f for f in frames if len(f)] or frames[:1]
+    return pd.concat(frames, ignore_index=True).astype({c: t for c, t in TABLES[kind]})
+
+
 def make_frame(kind: str, rows: list[dict]) -> pd.DataFrame:
     cols = TABLES[kind]
     names = [c for c, _ in cols]
@@ -118,15 +147,25 @@ def write_table(path, kind: str, rows_or_df) -> pd.DataFrame:
 
 
 def read_table(path, kind: str) -> pd.DataFrame:
-    return read_parquet(path, kind)
+    return _with_added_columns(read_parquet(path, kind), kind)
 
 
 def concat_tables(paths, kind: str) -> pd.DataFrame:
-    frames = [read_parquet(p, kind) for p in paths]
+    frames = [_with_added_columns(read_parquet(p, kind), kind) for p in paths]
     frames = [f for f in frames if len(f)]
     if not frames:
         return make_frame(kind, [])
     return pd.concat(frames, ignore_index=True).astype({c: t for c, t in TABLES[kind]})
+
+
+# float columns added to a table after rows of it were written: an older row reads them as NaN (a claim that needs
+# one says what to rerun), so adding a measurement does not invalidate every finished job
+ADDED_COLUMNS = {"runs": ("weight_norm",), "coherence": ("baseline_mse",)}
+
+
+def _with_added_columns(df: pd.DataFrame, kind: str) -> pd.DataFrame:
+    missing = [c for c in ADDED_COLUMNS.get(kind, ()) if c not in df.columns]
+    return df.assign(**{c: float("nan") for c in missing}) if missing else df
 
 
 def plain_merges(df: pd.DataFrame) -> pd.DataFrame:
@@ -221,7 +260,7 @@ TABLES.update({
         ("split", "string"), ("embedding", "string"), ("d", "int64"), ("k", "int64"), ("nu", "float64"),
         ("nu_min", "float64"),
         ("explained", "float64"), ("loss_a", "float64"), ("loss_b", "float64"), ("loss_mid", "float64"),
-        ("regression_midpoint_barrier", "float64"), ("loss_barrier_midpoint", "float64"),
+        ("baseline_mse", "float64"), ("regression_midpoint_barrier", "float64"), ("loss_barrier_midpoint", "float64"),
     ],
 })
 
@@ -305,3 +344,6 @@ TABLES.update({
         ("reference_value", "float64"), ("reference", "string"),
     ],
 })
+
+# the kinds whose rows may be REPAIR'd merges (a ``repair`` column)
+REPAIR_KINDS = tuple(kind for kind, cols in TABLES.items() if "repair" in {c for c, _ in cols})

@@ -43,6 +43,7 @@ from lmcflow.io import (
 from lmcflow.plan import Plan, needed_jobs, producers
 from lmcflow.plan.core import result_table_rule, study_table_rule
 from lmcflow.provenance import CHECKOUT
+from lmcflow.tables import RESULT_PARTS
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +186,9 @@ class _Checker:
         self.v.problems.append(Problem(self.rel(path), what, rule))
 
     def table_rule(self, path: Path) -> str:
-        kind = path.stem
-        if path.resolve().parent == (self.v.results / "tables").resolve():
+        kind, parent = path.stem, path.resolve().parent
+        tables = (self.v.results / "tables").resolve()
+        if parent == tables or (parent.parent == tables and parent.name in RESULT_PARTS):
             return result_table_rule(kind)
         return study_table_rule(kind)
 

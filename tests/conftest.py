@@ -1,14 +1,34 @@
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 FMNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 
 torch.set_num_threads(1)
+
+
+# `make test` runs `pytest -n 2 --dist loadfile`: a test file runs on one worker (its module fixtures are made once),
+# and so do the files that share one session run (SHARED_RUNS), so that the run is made once. The files go out
+# heaviest first (HEAVY_FIRST, by CPU-seconds measured with --durations; the rest in file order): the longest work
+# starts first and the light files fill the gaps, so the two workers finish together.
+SHARED_RUNS = {"tests/test_workflow.py": "tiny_run", "tests/test_recovery.py": "tiny_run",
+               "tests/test_reproducibility.py": "small_run", "tests/test_compare.py": "small_run"}
+HEAVY_FIRST = ("tests/test_slurm.py", "tiny_run", "small_run", "tests/test_faults.py", "tests/test_gpu_scripts.py",
+               "tests/test_incremental_seeds.py", "tests/test_portable_bits.py", "tests/test_replicates.py",
+               "tests/test_workflow_identifiability.py", "tests/test_incremental.py")
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to under --dist loadfile: its file, or the session run its file shares."""
+    path = nodeid.split("::", 1)[0]
+    return SHARED_RUNS.get(path, path)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -17,6 +37,22 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "fmnist" in item.keywords:
                 item.add_marker(skip)
+    rank = {unit: i for i, unit in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable: file order within a rank
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile with ``work_unit`` as the unit, sent out in collection order (heaviest first)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # only under pytest-xdist, which calls this hook
+
+    class SharedRunScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # xdist would sort the units by number of tests
+    return SharedRunScheduling(config, log)
 
 
 def run_snakemake(configfile, workdir, *args, timeout=900) -> str:
@@ -26,6 +62,53 @@ def run_snakemake(configfile, workdir, *args, timeout=900) -> str:
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return res.stdout + res.stderr
+
+
+def copy_run(src: Path, dst: Path) -> Path:
+    """A copy of a finished run's working directory with its file times (Snakemake and verify compare them): a test
+    module that changes a shared run works on its own copy."""
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """tests/configs/tiny.yaml, run once per session: the finished run that the end-to-end files (SHARED_RUNS)
+    copy."""
+    wd = tmp_path_factory.mktemp("tiny_run")
+    run_snakemake(REPO / "tests/configs/tiny.yaml", wd)
+    return wd
+
+
+def small_config(path: Path) -> Path:
+    """tiny.yaml cut down (32 jobs): a 2000-example Fashion-MNIST subset, two widths, three seeds, weight matching
+    at the wider width, one claim; every kind of artifact the width study writes occurs."""
+    cfg = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
+    cfg["data"]["subsets"] = {"fmnist_small": {"base": "fashion_mnist", "n_train": 2000}}
+    width = cfg["studies"]["width"]
+    width.update(dataset="fmnist_small", analysis={}, sweep={"model.width": [0.25, 1.0]},
+                 merge={"methods": ["identity", "weight_matching"], "alignment": {"at": {"model.width": [1.0]}}})
+    cfg["claims"] = {"width-merge-accuracy": {"study": "width"}}
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_config_file(tmp_path_factory):
+    return small_config(tmp_path_factory.mktemp("small_config") / "small.yaml")
+
+
+@pytest.fixture(scope="session")
+def small_run(small_config_file, tmp_path_factory):
+    """``small_config``, run once per session under umask 022: the finished run that the files of SHARED_RUNS
+    share."""
+    wd = tmp_path_factory.mktemp("small_run")
+    old = os.umask(0o022)
+    try:
+        run_snakemake(small_config_file, wd)
+    finally:
+        os.umask(old)
+    return wd
 
 
 @pytest.fixture(scope="session")

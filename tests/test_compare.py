@@ -4,7 +4,6 @@ lmcflow's own writers, and from a folder without claims."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -15,23 +14,16 @@ from lmcflow.cli import main
 from lmcflow.io import write_json
 from lmcflow.jobs.report import run_claims_table
 from lmcflow.tables import read_table, write_table
-from tests.conftest import run_snakemake
-from tests.test_reproducibility import small_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
 CLAIM = "width-merge-accuracy"
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """The cut-down tiny config of test_reproducibility (32 jobs), run under umask 022."""
-    wd = tmp_path_factory.mktemp("run")
-    old = os.umask(0o022)
-    try:
-        run_snakemake(small_config(wd.parent / f"{wd.name}.yaml"), wd)
-    finally:
-        os.umask(old)
-    return wd
+def run(small_run):
+    """The session's run of the cut-down tiny config (``tests.conftest.small_config``, 32 jobs), made under umask
+    022; read here, never changed."""
+    return small_run
 
 
 def copy(run: Path, dst: Path) -> Path:

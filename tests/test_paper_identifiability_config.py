@@ -27,8 +27,9 @@ AUTHORS = {
         "n_fixed": [64, 64, 64, 256], "sigma_f_scale": 1.0, "trainable_init": "paper",
         # checkpoint_directories.py "mlp-kappa-sweep"
         "sigma_f_grid": [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0],
-        # plots.py: lmc-mlp-aligned-unaligned-37steps
-        "lmc_steps": 37,
+        # plots.py: lmc-mlp-aligned-unaligned-37steps; measure_lmc_unaligned_aligned.py before f91efa2: models
+        # (1, 2), (3, 4), … (8 pairs), the barrier on train accuracy relative to the better endpoint
+        "lmc_steps": 37, "lmc_pairs": "disjoint", "lmc_split": "train", "lmc_barrier": "relative_accuracy_barrier",
         # measure_activation_matching_objective.py, src/utils/rebasin/common.py
         "matching_features": ["post_linear", "post_norm", "post_activation"],
         "matching_similarities": ["pearson", "dot_product"],
@@ -109,7 +110,11 @@ def test_mlp_sigma_f_sweep_matches(ours):
     assert sym["n_fixed"] == a["n_fixed"] and sym["sigma_f_scale"] == a["sigma_f_scale"]
     assert p.model["init"]["weights"] == a["trainable_init"]
     assert sorted(q.model["symmetry"]["sigma_f"] for q in pts) == a["sigma_f_grid"]
-    assert p.merge["lambdas"] == a["lmc_steps"]
+    assert p.merge["lambdas"] == a["lmc_steps"] and p.merge["pairs"] == a["lmc_pairs"]
+    assert p.pairs == [(0, 1), (2, 3), (4, 5), (6, 7), (8, 9), (10, 11), (12, 13), (14, 15)]
+    barrier = cfg["claims"]["sigma-f-unaligned-barrier"]
+    assert (barrier["split"], barrier["metric"]) == (a["lmc_split"], a["lmc_barrier"])
+    assert cfg["claims"]["intrinsic-dimension-lmc"]["split"] == a["lmc_split"]
     assert p.analysis["matching_features"] == a["matching_features"]
     assert p.analysis["matching_similarities"] == a["matching_similarities"]
 
@@ -198,11 +203,12 @@ def test_cpu_default_keeps_the_authors_generator_and_matching_modes():
     cfg = resolve_config()
     points = expand_points(cfg)
     g = AUTHORS["gaussian_subspace"]
-    for q in study(points, "intrinsic_dim"):  # d scaled down (128 for 512): the CPU cost of the trained arm
+    for q in study(points, "intrinsic_dim"):  # fewer examples (10000 for 45000): the CPU cost of the trained arm
         d = cfg["data"]["synthetic"][q.dataset]
-        assert (d["classes"], d["separation"], d["noise_scales"], d["standardize"]) == (
-            g["classes"], g["separation"], g["noise_scales"], g["standardize"])
-        assert d["k"] <= d["d"] <= g["d"]
+        assert (d["classes"], d["separation"], d["noise_scales"], d["standardize"], d["d"]) == (
+            g["classes"], g["separation"], g["noise_scales"], g["standardize"], g["d"])
+        assert q.merge["pairs"] == "all"  # the CPU default: every pair of its 5 seeds (the jackknife's), its barrier
+    assert "split" not in cfg["claims"]["sigma-f-unaligned-barrier"]  # the authors' train split: the claim default
     assert 0 in {q.train["epochs"] for q in study(points, "intrinsic_dim")}
     a = AUTHORS["mlp_mnist"]
     p = study(points, "variants")[0]  # the CPU default runs every matching mode on its variants
@@ -210,3 +216,22 @@ def test_cpu_default_keeps_the_authors_generator_and_matching_modes():
     assert p.analysis["matching_similarities"] == a["matching_similarities"]
     assert set(variants(points, "variants")) <= set(a["variants"])  # a CPU subset: standard, SyRe, σ-asymmetric
     assert {"syre", "sigma_asymmetric"} <= {k for k, _ in variants(points, "variants")}
+
+
+def test_disjoint_pairs_are_the_pairs_every_merge_job_gets():
+    """``merge.pairs: disjoint`` reaches the jobs: the pair blocks of a point (and of its null partners) hold the
+    authors' pairs (s0, s1), (s2, s3), … only; ``all`` keeps every pair."""
+    from lmcflow.config import Point
+    from lmcflow.config.partners import partner_point
+    from lmcflow.grouping import pair_blocks
+
+    def point(pairs, bundle):
+        return Point(study="s", point="p", dataset="d", seeds=list(range(6)), merge={"pairs": pairs},
+                     train={"bundle": bundle}, analysis={"null_partners": {"kinds": ["untrained"]}})
+
+    for bundle in (1, 2, 6):
+        got = sorted(q for pairs in pair_blocks(point("disjoint", bundle)).values() for q in pairs)
+        assert got == [(0, 1), (2, 3), (4, 5)], bundle
+        partner = partner_point(point("disjoint", bundle), "untrained")
+        assert sorted(q for pairs in pair_blocks(partner).values() for q in pairs) == [(0, 1001), (2, 1003), (4, 1005)]
+        assert len([q for pairs in pair_blocks(point("all", bundle)).values() for q in pairs]) == 15

@@ -32,9 +32,12 @@ def test_default_targets_and_counts(default_plan):
     assert targets[-2:] == ["results/provenance.json", "results/provenance.html"]
     assert len(targets) == len(set(targets)) == 87
     counts = job_counts(None)
-    assert counts["total"] == 142 and counts["all"] == 1
-    # with the null partners (2 kinds at 2 points): 4 train and interpolate jobs, 8 align and 4 mechanism jobs more
-    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (13, 13, 14, 9)
+    assert counts["total"] == 158 and counts["all"] == 1
+    # the width study's null partners (2 kinds at 2 points): 4 train and interpolate jobs, 8 align and 4 mechanism
+    # jobs more; the identifiability studies' (sigma_f, intrinsic_dim, coherence: 2 kinds each) 6 train and
+    # interpolate jobs, 2 swap-cost and 2 identifiability jobs more
+    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (19, 19, 14, 9)
+    assert (counts["swap_costs"], counts["identifiability"]) == (3, 4)
     assert counts["merge_many"] == 3  # the width study's default-weight-decay arm, real models: one job per width
     assert counts["claim"] == len(default_plan.claim_cfg) == 20
 
@@ -58,8 +61,10 @@ def test_default_job_inputs(default_plan):
                                         default_plan.align_row_file(w["study"], w["point"], w["method"], w["blocks"])]
     swap = job(default_plan, "swap_costs", study="intrinsic_dim")
     assert swap.input["bundle"] == ["work/models/intrinsic_dim/grid/bundle-0"]
-    assert job(default_plan, "study_table_identifiability", study="sigma_f").input[""] == [
-        "work/identifiability/sigma_f/grid/identifiability-0-0.parquet"]
+    assert job(default_plan, "study_table_identifiability", study="sigma_f").input[""] == [  # + null partners'
+        "work/identifiability/sigma_f/grid/identifiability-0-0.parquet",
+        "work/identifiability/sigma_f/grid-2/identifiability-0-200.parquet",
+        "work/identifiability/sigma_f/grid-3/identifiability-0-400.parquet"]
 
 
 def test_null_partners_train_and_run_through_the_pair_jobs(default_plan):

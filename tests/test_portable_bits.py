@@ -27,6 +27,8 @@ from lmcflow.tables import RUN_SPECIFIC_COLUMNS
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "tests/configs/portable.yaml"
 HASHES = REPO / "tests/data/portable_hashes.json"
+NEUTRAL_HASHES = REPO / "tests/data/vendor_neutral_hashes.json"
+NEUTRAL = ("--config", "cpu_kernels=vendor_neutral")
 TABLES = ("runs", "alignment", "interpolation", "barriers")
 TRAIN_ONLY = ("results/tables/runs.parquet",)
 ALL_TARGETS = tuple(f"results/tables/{t}.parquet" for t in TABLES)
@@ -42,7 +44,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.fmnist,
 
 def run_workflow(workdir: Path, targets, outer_env: dict, *args: str) -> None:
     """The workflow on tests/configs/portable.yaml in ``workdir`` with ``outer_env`` added to this environment."""
-    env = {k: v for k, v in os.environ.items() if k not in kernels.PORTABLE_ENV and k != kernels.MODE_VAR}
+    held = {k for held_env in kernels.HELD_ENV.values() for k in held_env} | {kernels.MODE_VAR}
+    env = {k: v for k, v in os.environ.items() if k not in held}
     env.update(outer_env)
     # targets before args: --config takes all that follows it
     cmd = [str(Path(sys.executable).with_name("snakemake")), "--snakefile", str(REPO / "Snakefile"),
@@ -119,3 +122,35 @@ def test_native_kernels_differ_from_an_avx2_cpu(tmp_path):
     assert set(runs["native"]["cpu_kernels"]) == set(runs["avx2"]["cpu_kernels"]) == {"native"}
     same = runs["native"]["checkpoint_sha256"].to_numpy() == runs["avx2"]["checkpoint_sha256"].to_numpy()
     assert not same.any(), "native AVX-512 and AVX2 kernels trained bit-identical models"
+
+
+def committed_vendor_neutral() -> dict:
+    """The committed vendor_neutral hashes: one record for every vendor (made on the vendors it names)."""
+    data = json.loads(NEUTRAL_HASHES.read_text())
+    if data["build"] != build_facts():
+        pytest.skip(f"{NEUTRAL_HASHES.name} was made with {data['build']}, this is {build_facts()}; remake it with "
+                    "tests/data/make_portable_hashes.py --mode vendor_neutral")
+    return data["hashes"]
+
+
+def test_vendor_neutral_run_matches_committed_hashes(tmp_path):
+    """vendor_neutral gives one set of bits for Intel and AMD: the committed hashes hold on this CPU, whatever its
+    vendor, under a hostile environment; MKL_ENABLE_INSTRUCTIONS=SSE4_2 in it caps MKL below this CPU's ISA."""
+    expected = committed_vendor_neutral()
+    run_workflow(tmp_path, ALL_TARGETS, HOSTILE, *NEUTRAL)
+    got = hashes(tmp_path)
+    assert sorted(got) == sorted(expected)
+    assert [f for f in expected if got[f] != expected[f]] == []
+    runs = pd.read_parquet(tmp_path / "results/tables/runs.parquet")
+    assert set(runs["cpu_kernels"]) == {"vendor_neutral"} and set(runs["cpu_capability"]) == {"DEFAULT"}
+
+
+def test_vendor_neutral_bits_do_not_depend_on_the_isa_ceiling(tmp_path):
+    """An AVX2-only CPU emulated (MKL's ceiling AVX2; the committed record had none, this CPU's widest): the same
+    checkpoints. What differs between Intel and AMD besides ISA is MKL's vendor dispatch, which its COMPATIBLE
+    branch does not take (docs/reproducibility.md says what this machine could and could not check)."""
+    expected = committed_vendor_neutral()
+    run_workflow(tmp_path, TRAIN_ONLY, EMULATED_AVX2, *NEUTRAL)
+    got = hashes(tmp_path)
+    models = [f for f in got if f.startswith("work/models/")]
+    assert len(models) == 6 and {f: got[f] for f in models} == {f: expected[f] for f in models}

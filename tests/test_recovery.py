@@ -19,7 +19,7 @@ from lmcflow.io import TABLE_KIND_KEY
 from lmcflow.plan.core import result_table_rule, study_table_rule
 from lmcflow.tables import RUN_SPECIFIC_COLUMNS
 from lmcflow.verify import verify
-from tests.conftest import run_snakemake
+from tests.conftest import copy_run, run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests/configs/tiny.yaml"
@@ -38,10 +38,9 @@ def artifacts(wd: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """One finished tiny run and its artifacts; every test leaves it as verify-clean as it found it."""
-    wd = tmp_path_factory.mktemp("recovery")
-    run_snakemake(TINY, wd)
+def run(tiny_run, tmp_path_factory):
+    """A copy of the session's tiny run and its artifacts; every test leaves it as verify-clean as it found it."""
+    wd = copy_run(tiny_run, tmp_path_factory.mktemp("recovery") / "run")
     assert verify(wd / "results").ok
     return wd, artifacts(wd)
 

@@ -1,9 +1,10 @@
 """End to end: one config run twice in two folders gives byte-identical artifacts, and `lmcflow verify`
 passes on a clean run and names each damaged file.
 
-The config is a cut-down tiny.yaml (32 jobs): a 2000-example Fashion-MNIST subset, two widths, three
-seeds, weight matching at the wider width, one claim; every kind of artifact the width study writes
-(prepared data, checkpoints, permutation files, tables, figures, a claim JSON, provenance) occurs.
+The config is a cut-down tiny.yaml (``tests.conftest.small_config``, 32 jobs): a 2000-example Fashion-MNIST
+subset, two widths, three seeds, weight matching at the wider width, one claim; every kind of artifact the width
+study writes (prepared data, checkpoints, permutation files, tables, figures, a claim JSON, provenance) occurs.
+One run is the session's (``small_run``, made under umask 022), the other is made here.
 """
 from __future__ import annotations
 
@@ -19,16 +20,15 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from lmcflow.cli import main
 from lmcflow.io import TABLE_KIND_KEY
 from lmcflow.provenance import code_version, torch_version
 from lmcflow.tables import RUN_SPECIFIC_COLUMNS
+from tests.conftest import copy_run as copy_whole_run
 from tests.conftest import run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = REPO / "tests/configs/tiny.yaml"
 
 pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
 
@@ -37,32 +37,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
 EXCLUDED = ("logs", ".snakemake", "results/report.html")
 
 
-def small_config(path: Path) -> Path:
-    cfg = yaml.safe_load(TINY.read_text())
-    cfg["data"]["subsets"] = {"fmnist_small": {"base": "fashion_mnist", "n_train": 2000}}
-    width = cfg["studies"]["width"]
-    width.update(dataset="fmnist_small", analysis={}, sweep={"model.width": [0.25, 1.0]},
-                 merge={"methods": ["identity", "weight_matching"], "alignment": {"at": {"model.width": [1.0]}}})
-    cfg["claims"] = {"width-merge-accuracy": {"study": "width"}}
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
+@pytest.fixture(scope="module")
+def config(small_config_file):
+    return small_config_file
 
 
 @pytest.fixture(scope="module")
-def config(tmp_path_factory):
-    return small_config(tmp_path_factory.mktemp("config") / "small.yaml")
-
-
-@pytest.fixture(scope="module")
-def run_a(config, tmp_path_factory):
-    """One run, shared by the provenance and verify tests (they copy it before damaging anything)."""
-    wd = tmp_path_factory.mktemp("run_a")
-    run_snakemake(config, wd)
-    return wd
+def run_a(small_run, tmp_path_factory):
+    """The session's run of ``small_config`` (copied: the report test writes into it), shared by the provenance and
+    verify tests (they copy it before damaging anything)."""
+    return copy_whole_run(small_run, tmp_path_factory.mktemp("run_a") / "run")
 
 
 @pytest.fixture(scope="module")
 def run_b(config, tmp_path_factory):
+    """The same config run again in another folder."""
     wd = tmp_path_factory.mktemp("run_b")
     run_snakemake(config, wd)
     return wd

@@ -23,7 +23,7 @@ def test_mnasnet_derives_permutes_merges_and_reloads_strictly(tmp_path):
     a, b = _mnasnet(), tvm.mnasnet0_5(num_classes=10)
     x = example_batch((3, 32, 32), 2)
     spec = permutation_spec(a, example_input=x)
-    assert len(spec.groups) >= 10 and spec.proof_residual < 1e-10
+    assert len(spec.groups) >= 10 and spec.proof_residual < 1e-8
     perms = {g: torch.randperm(n, generator=torch.Generator().manual_seed(1)) for g, n in spec.sizes.items()}
     b_aligned = apply_permutation(spec, b.state_dict(), perms)
     merged = interpolate_state(a.state_dict(), b_aligned, 0.5)

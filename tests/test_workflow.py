@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from lmcflow.tables import TABLES
-from tests.conftest import run_snakemake
+from tests.conftest import copy_run, run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests/configs/tiny.yaml"
@@ -32,10 +32,9 @@ def test_claim_target_builds_only_what_it_needs(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def workflow_run(tmp_path_factory):
-    wd = tmp_path_factory.mktemp("e2e")
-    snakemake(wd)
-    return wd
+def workflow_run(tiny_run, tmp_path_factory):
+    """The session's tiny run (tests/configs/tiny.yaml), copied: the report test writes into it."""
+    return copy_run(tiny_run, tmp_path_factory.mktemp("e2e") / "run")
 
 
 def test_tables_have_declared_schemas(workflow_run):

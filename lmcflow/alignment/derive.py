@@ -39,7 +39,13 @@ def derive_axes(model: nn.Module, x: torch.Tensor, overrides: dict | None = None
     model.eval()
     try:
         gm = trace(model, overrides)
-        ShapeProp(gm).propagate(x)
+        try:
+            ShapeProp(gm).propagate(x)
+        except Exception as err:  # the model's own error on this input (any type)
+            cause = err.__cause__ or err
+            raise ValueError(f"{type(model).__name__} does not run on a batch of shape {tuple(x.shape)}: "
+                             f"{type(cause).__name__}: {str(cause).splitlines()[0]}. Give an input the model "
+                             f"takes (example_input, or model.example_input_shape)") from err
     finally:
         model.train(was_training)
     rules = _Rules(gm, model.state_dict(keep_vars=False), overrides)
@@ -49,6 +55,11 @@ def derive_axes(model: nn.Module, x: torch.Tensor, overrides: dict | None = None
         if node.op == "call_module":
             used.add(node.target)
         apply_rule(rules, node)
+    for keys in shared_tensors(model).values():  # one tensor under several names: one permutation of each axis
+        for key in keys[1:]:
+            for d, n in enumerate(rules.sd[key].shape):
+                rules.uf.join(rules.uf.add(("p", keys[0], d), n), rules.uf.add(("p", key, d), n),
+                              f"{key} (the same tensor as {keys[0]})")
     unknown = sorted(set(overrides) - used - {n.name for n in gm.graph.nodes})
     if unknown:
         raise ValueError(f"model.trace_overrides names {unknown}, which are neither modules called in the traced "
@@ -61,6 +72,14 @@ def derive_axes(model: nn.Module, x: torch.Tensor, overrides: dict | None = None
             "and outputs keep their order, its parameters are not permuted) or 'elementwise' (it acts entry by "
             "entry on a tensor and returns one of the same shape, like an activation).")
     return GraphAxes(rules.uf, gm.graph, rules.kinds, [n.name for n in gm.graph.nodes])
+
+
+def shared_tensors(model: nn.Module) -> dict:
+    """{first name: [every state_dict name of that tensor]} for tensors registered under several names."""
+    names: dict = {}
+    for key, t in model.state_dict(keep_vars=True).items():
+        names.setdefault(id(t), []).append(key)
+    return {keys[0]: keys for keys in names.values() if len(keys) > 1}
 
 
 def _group_names(ga: GraphAxes, sd: dict, roots: set) -> dict:
@@ -132,12 +151,17 @@ def derived_spec(model: nn.Module, x: torch.Tensor, overrides: dict | None = Non
                 sizes.setdefault(g, int(sd[key].shape[d]))
     order = {n: i for i, n in enumerate(names.values())}
     sizes = dict(sorted(sizes.items(), key=lambda kv: order[kv[0]]))
-    trainable = {k for k, _ in model.named_parameters()}
+    trainable = {k for k, _ in model.named_parameters(remove_duplicate=False)}
+    aliases = {k: keys for keys in shared_tensors(model).values() for k in keys}
     for key, ax in axes.items():
         named = [g for g in ax if g is not None]
         if key in trainable and len(named) != len(set(named)):
-            raise ValueError(f"{key}: the graph ties two of its axes {ax} to one permutation; weight matching "
-                             f"needs distinct groups (declare its module in model.trace_overrides as 'fixed')")
+            shared = f" ({key} is one tensor shared by {aliases[key]}: each name's layer ties its axes)" \
+                if key in aliases else ""
+            module = key.rpartition(".")[0]
+            raise UnsupportedGraph(
+                f"{key}: the graph ties two of its axes {ax} to one permutation{shared}; weight matching needs "
+                f"distinct groups. Override: {{'{module}': 'fixed'}} in model.trace_overrides")
     by_name = {v: k for k, v in names.items()}
     spec = PermutationSpec(
         arch=arch or type(model).__name__, axes=axes, sizes=sizes, feature_indices={},

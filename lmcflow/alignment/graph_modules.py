@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch.fx as fx
 from torch import nn
+from torch.nn.utils import parametrize
 
 from lmcflow.alignment.graph_axes import (
     _ACTIVATIONS,
@@ -170,11 +171,29 @@ def _mha_masks(r: _Rules, node, path: str, q, k, seq: int, batch: int) -> None:
             r.uf.fix(r.nax(mask, 0), f"{path}: a 3-d attention mask merges the batch and the heads")
 
 
+def _hidden_computation(m: nn.Module) -> str:
+    """What computes a module's tensors outside its traced call: a parametrization (weight norm, spectral norm
+    of torch.nn.utils.parametrizations) or a forward hook (their older hook-based forms)."""
+    if parametrize.is_parametrized(m):
+        return "a parametrization (" + ", ".join(sorted(m.parametrizations.keys())) + ")"
+    hooks = list(m._forward_pre_hooks.values()) + list(m._forward_hooks.values())
+    if hooks:
+        return "a forward hook (" + ", ".join(sorted({type(h).__name__ for h in hooks})) + ")"
+    return ""
+
+
 def _module_rule(r: _Rules, node, m: nn.Module) -> None:
     path = node.target
     how = r.overrides.get(path)
     if how:
         _override(r, node, how)
+        return
+    hidden = _hidden_computation(m)
+    if hidden:
+        r.unsupported_node(node, f"{type(m).__name__} whose weights are computed by {hidden} (state_dict keys "
+                                 f"{sorted(k for k in r.sd if k.startswith(path + '.'))[:4]}), which the graph does "
+                                 f"not show; remove it before deriving (torch.nn.utils.parametrize."
+                                 f"remove_parametrizations, remove_weight_norm, remove_spectral_norm)")
         return
     t = type(m)
     x = r.tensor_args(node)[0] if r.tensor_args(node) else None

@@ -225,7 +225,7 @@ def _function_rule(r: _Rules, node) -> None:
     elif f in (torch.matmul, operator.matmul, torch.bmm):
         _matmul(r, node, *args[:2])
     elif f in (F.adaptive_avg_pool2d, F.adaptive_avg_pool1d, F.max_pool2d, F.avg_pool2d, F.max_pool1d,
-               F.avg_pool1d, F.adaptive_max_pool2d):
+               F.avg_pool1d, F.adaptive_max_pool2d, F.interpolate):  # interpolate: spatial mixing, like a pool
         _pool(r, node)
     elif f is F.linear:
         w, b = r.key_of(_arg(node, 1, "weight")), r.key_of(_arg(node, 2, "bias"))

@@ -54,6 +54,7 @@ from lmcflow.config.points import (
     point_matches,
     point_value,
     same_value,
+    seed_pairs,
     study_points,
     sweep_grids,
     swept_values,
@@ -69,6 +70,7 @@ __all__ = [
     "data_shape_key", "deep_merge", "expand_points", "expand_study", "format_value", "get_dotted", "lambda_grid",
     "learning_settings", "mechanism_lambdas", "mechanism_methods", "mechanism_params", "many_sizes", "merge_methods",
     "repairs",
-    "point_matches", "point_value", "resolve_config", "same_value", "study_points", "sweep_grids", "swept_values",
+    "point_matches", "point_value", "resolve_config", "same_value", "seed_pairs", "study_points", "sweep_grids",
+    "swept_values",
     "validate_config",
 ]

@@ -63,7 +63,7 @@ class Point:
 
     @property
     def pairs(self) -> list[tuple[int, int]]:
-        return list(itertools.combinations(sorted(self.seeds), 2))
+        return seed_pairs(self.seeds, self.merge.get("pairs", "all"))
 
     def to_dict(self) -> dict:
         return copy.deepcopy(self.__dict__)
@@ -176,6 +176,15 @@ def study_points(points: dict, study: str) -> list[Point]:
 
 
 get_dotted = _get_dotted
+
+
+def seed_pairs(seeds, mode: str = "all") -> list[tuple[int, int]]:
+    """The seed pairs a point merges (``merge.pairs``): every pair a < b, or (``disjoint``) the sorted seeds paired
+    in turn, (s0, s1), (s2, s3), … (an odd last seed is left out)."""
+    s = sorted(int(x) for x in seeds)
+    if mode == "disjoint":
+        return list(zip(s[0::2], s[1::2]))
+    return list(itertools.combinations(s, 2))
 
 
 def lambda_grid(n: int) -> list[float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from lmcflow.claims.identifiability import PAPER_UNALIGNED_DROP, unaligned_drops
+from lmcflow.claims.identifiability_data import PAPER_UNALIGNED_DROP, unaligned_drops
 from lmcflow.figures import identifiability as ident_figures
 from lmcflow.figures import mechanism as mechanism_figures
 from lmcflow.figures import swap_costs as swap_figures

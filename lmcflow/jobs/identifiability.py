@@ -206,9 +206,11 @@ def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict,
         if key not in geometry:
             data = load_dataset(data_paths[p.dataset])
             u, explained = ident.principal_subspace(data.x["train"][: key[1]], key[2])
+            mean = data.y["train"].double().mean()  # the mean predictor: what a fit must beat (its MSE per split)
+            baseline = {s: float(((y.double() - mean) ** 2).mean()) for s, y in data.y.items() if len(y)}
             geometry[key] = (data.meta, {**ident.coherence_row(u), "explained": explained,
-                                         "embedding": str(data.meta.get("embedding", ""))})
-        meta, geo = geometry[key]
+                                         "embedding": str(data.meta.get("embedding", ""))}, baseline)
+        meta, geo, baseline = geometry[key]
         base = ident_point_columns(p, meta)
         curves = interp[(interp.study == p.study) & (interp.point == p.point)]
         for (sa, sb, method, split), g in curves.groupby(["seed_a", "seed_b", "method", "split"], sort=True):
@@ -217,6 +219,7 @@ def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict,
             mid = int(abs(lam - 0.5).argmin())
             rows.append({**base, "seed_a": int(sa), "seed_b": int(sb), "method": method, "split": split, **geo,
                          "loss_a": float(loss[0]), "loss_b": float(loss[-1]), "loss_mid": float(loss[mid]),
+                         "baseline_mse": baseline.get(split, float("nan")),
                          "regression_midpoint_barrier": ident.regression_midpoint_barrier(lam, loss),
                          "loss_barrier_midpoint": barriers(lam, loss)["midpoint"]})
         log.info(f"[coherence] {p.study}/{p.point}: nu={geo['nu']:.4f} (k={geo['k']}, d={geo['d']})")

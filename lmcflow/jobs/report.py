@@ -21,6 +21,7 @@ from lmcflow.tables import (
     concat_tables,
     plain_merges,
     read_table,
+    result_part,
     write_table,
 )
 
@@ -29,6 +30,18 @@ log = logging.getLogger(__name__)
 
 def run_concat(paths: list, kind: str, out: str) -> None:
     write_table(out, kind, concat_tables(paths, kind))
+
+
+def run_result_table(paths: list, kind: str, outputs: dict) -> None:
+    """All studies' rows of one kind, split by ``result_part`` into the outputs named by part ("real",
+    "null_partners", "repair"); a part the outputs do not name must have no rows."""
+    df = concat_tables(paths, kind)
+    part = result_part(df)
+    stray = sorted(set(part) - set(outputs))
+    if stray:
+        raise ValueError(f"table {kind!r}: rows of part {stray} but no output for them (outputs: {sorted(outputs)})")
+    for name, out in outputs.items():
+        write_table(out, kind, df[(part == name).to_numpy()])
 
 
 def run_barriers(interp_path: str, out: str) -> None:

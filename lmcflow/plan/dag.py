@@ -96,7 +96,8 @@ def rule_jobs(plan: Plan) -> list[Job]:
                         data=P.coherence_data_files(ns(study=s))))
         out += _figure_jobs(P, s)
     for kind in RESULT_KINDS:
-        out.append(_job(result_table_rule(kind), {}, P.result_table(kind), **{"": P.result_table_files(kind)}))
+        out.append(_job(result_table_rule(kind), {}, list(P.result_table_outputs(kind).values()),
+                        **{"": P.result_table_files(kind)}))
     out.append(_job("paper_table1", {}, [P.table1_table, *P.table1_figures], **{"": P.table1_inputs()}))
     for c in P.claim_cfg:
         out.append(_job("claim", {"claim": c}, P.claim_file(c), **P.claim_inputs(ns(claim=c))))

@@ -51,7 +51,12 @@ class Paths:
         return f"{self.work}/tables/{study}/{kind}.parquet"
 
     def result_table(self, kind):
+        """The table a reader queries first: real models and pairs, merges without REPAIR."""
         return f"{self.results}/tables/{kind}.parquet"
+
+    def part_table(self, kind, part):
+        """The rows ``result_table`` leaves out, by part (``lmcflow.tables.RESULT_PARTS``): null partners, REPAIR."""
+        return f"{self.results}/tables/{part}/{kind}.parquet"
 
     def claim_file(self, claim):
         return f"{self.results}/claims/{claim}.json"

@@ -10,12 +10,13 @@ from types import SimpleNamespace
 
 from lmcflow.claims import claim_studies
 from lmcflow.claims.gates import dataset_facts
-from lmcflow.config import analysis_params, canonical, merge_methods, replicate_claim_cfg
+from lmcflow.config import analysis_params, canonical, merge_methods, repairs, replicate_claim_cfg
 from lmcflow.config.partners import REAL
 from lmcflow.grouping import parse_blocks, stacks
 from lmcflow.payloads import MergeEntry, ModelsEntry
 from lmcflow.plan.core import PlanBase, is_merged
 from lmcflow.plan.requests import GROUP_BLOCK_RULES, GROUP_PAIR_RULES, cluster_cfg, merge_request, train_request
+from lmcflow.tables import REPAIR_KINDS
 
 # analysis keys each identifiability job reads (its params carry these only)
 IDENT_ANALYSIS_KEYS = {
@@ -276,6 +277,17 @@ class Plan(PlanBase):
 
     def result_table_files(self, kind):
         return [self.study_table(s, kind) for s in self.table_studies(kind)]
+
+    def result_table_outputs(self, kind) -> dict:
+        """The outputs of rule result_table_<kind>: the table of real pairs without REPAIR (``real``) and, where the
+        config has such rows, the null partners' and the REPAIR'd rows, each in a table of its own."""
+        points = [p for s in self.table_studies(kind) for p in self.study_points(s)]
+        out = {"real": self.result_table(kind)}
+        if any(p.partner != REAL for p in points):
+            out["null_partners"] = self.part_table(kind, "null_partners")
+        if kind in REPAIR_KINDS and any(repairs(p) for p in points):
+            out["repair"] = self.part_table(kind, "repair")
+        return out
 
     def table1_inputs(self, wc=None):
         return [self.study_table(s, "barriers") for s in self.table1_studies()]

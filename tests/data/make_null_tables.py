@@ -6,7 +6,8 @@ for tests/test_claim_nulls.py.
     PYTHONPATH=. .venv/bin/python tests/data/make_null_tables.py [--workdir DIR] [--cores N]
 
 Runs ``snakemake`` per config in DIR/<config name> (default: a temporary directory; a finished run there is
-reused) and keeps, per study, the tables its claims read with the rows they read (pair tables of the test split),
+reused) and keeps, per study, the tables its claims read with the rows they read (the width and coherence pair
+tables of the test split; the σ_F and k claims read the train split, the authors' barrier),
 real and partner rows (column ``partner``), as ``<study>/<kind>.parquet``, plus ``provenance.json`` (commit,
 config hashes, torch, row counts). About ten minutes on one free core. Only when a config or the science changes
 on purpose.
@@ -36,7 +37,7 @@ RECORDED = {
         "width": {"barriers": TEST_SPLIT, "interpolation": TEST_SPLIT, "layer_metrics": {}, "active_overlap": {},
                   "runs": {}}},
     "tests/configs/null_tables_identifiability.yaml": {
-        "sym": {"identifiability": {}, "identifiability_lmc": TEST_SPLIT, "interpolation": TEST_SPLIT,
+        "sym": {"identifiability": {}, "identifiability_lmc": {}, "interpolation": {},
                 "swap_costs": {}, "runs": {}},
         "tradeoff": {"runs": {}},
         "coh": {"coherence": TEST_SPLIT, "runs": {}}},

@@ -5,14 +5,19 @@ import sys
 from pathlib import Path
 
 # The lmcflow of this checkout, for the DAG and for every job (script: processes and cluster jobs
-# inherit the environment), whatever venv is active: two clones sharing one venv never mix code.
-CHECKOUT = str(Path(workflow.basedir))
-sys.path.insert(0, CHECKOUT)
-os.environ.update(
-    PYTHONPATH=os.pathsep.join(
-        [CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT]
+# inherit the environment), whatever venv is active: two clones sharing one venv never mix code. The checkout is
+# the folder above this file's (workflow.basedir is another workflow's when lmcflow runs as its module, as
+# `snakedeploy deploy-workflow` sets it up); a module read from GitHub has no local checkout, and then the
+# installed lmcflow is used.
+_HERE = Path(str(workflow.current_basedir))
+CHECKOUT = str(_HERE.parents[1]) if _HERE.is_dir() else None
+if CHECKOUT is not None:
+    sys.path.insert(0, CHECKOUT)
+    os.environ.update(
+        PYTHONPATH=os.pathsep.join(
+            [CHECKOUT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != CHECKOUT]
+        )
     )
-)
 
 from lmcflow.config import ConfigError
 from lmcflow.io import mark_out_of_date
@@ -22,10 +27,11 @@ from lmcflow.plan import CONCAT_KINDS, RESULT_KINDS, Plan
 
 try:
     # The embedded default or the --configfile file(s), with --config overrides on top; defaults from the schema.
+    # workflow.configfiles: --configfile files, and a deployment's `configfile:` (the config it passes as a module)
     PLAN = Plan.from_files(
-        workflow.config_settings.configfiles,
+        workflow.configfiles,
         workflow.config_settings.config,
-        default_path=Path(workflow.basedir) / "config/config.yaml",
+        default_path=Path(CHECKOUT or Path(workflow.configfiles[0]).parent.parent) / "config/config.yaml",
     )
     # Every job inherits this environment: its CPU kernels are chosen before it imports torch.
     os.environ.update(kernel_env(PLAN.config["cpu_kernels"]))

@@ -41,13 +41,14 @@ rule study_barriers:
 for kind in RESULT_KINDS:
 
     rule:
-        """All studies' tables of one kind in one file under results/tables/."""
+        """All studies' tables of one kind under results/tables/: real pairs without REPAIR in <kind>.parquet, the
+        null partners' and REPAIR'd rows (where the config has them) in null_partners/ and repair/."""
         name:
             f"result_table_{kind}"
         input:
             PLAN.result_table_files(kind),
         output:
-            PLAN.result_table(kind),
+            **PLAN.result_table_outputs(kind),
         log:
             f"{LOGS}/tables/all_{kind}.log",
         localrule: True
@@ -55,7 +56,7 @@ for kind in RESULT_KINDS:
             kind=kind,
             files=PLAN.result_table_files(kind),
         script:
-            "../scripts/concat_table.py"
+            "../scripts/result_table.py"
 
 
 rule paper_table1:
