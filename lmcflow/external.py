@@ -108,10 +108,15 @@ def build_external(arch: str, factory: str | None, kwargs: dict | None, width_kw
     return model
 
 
-def check_external(model_cfg: dict, in_shape: tuple, num_classes: int) -> None:
+def check_external(model_cfg: dict, in_shape: tuple, num_classes: int, trains: bool = False) -> None:
     """Build the model on the meta device (no memory, no init) and run it on a meta batch, so a wrong name,
-    kwarg or shape fails at the config check; ValueError says what."""
+    kwarg or shape fails at the config check; ValueError says what. ``trains``: its training forward too, so a
+    random op that lmcflow cannot draw from each model's seed (``lmcflow.random_ops.check_random_ops``) is
+    refused here rather than when its train job starts."""
     import torch  # the config check imports torch only for configs with models from outside lmcflow
+
+    # torch at import, like torch itself: loaded only where a model from outside lmcflow is built
+    from lmcflow.random_ops import check_random_ops
 
     with torch.device("meta"):
         model = build_external(model_cfg["arch"], model_cfg.get("factory"), model_cfg.get("kwargs"),
@@ -126,3 +131,9 @@ def check_external(model_cfg: dict, in_shape: tuple, num_classes: int) -> None:
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
         raise ValueError(f"model {model_cfg['arch']} returns {getattr(out, 'shape', type(out).__name__)} for a batch "
                          f"of 2, expected logits of shape (2, {num_classes})")
+    if trains:
+        try:
+            check_random_ops(model, (c, *in_shape[1:]), f"model {model_cfg.get('factory') or model_cfg['arch']}")
+        except ValueError as err:
+            raise ValueError(f"{err}: turn the op off through model.kwargs, or import trained checkpoints "
+                             f"(a study's import) instead of training them") from None

@@ -144,7 +144,7 @@ def studies(fmnist_path):
     from lmcflow.merging import evaluate_path
     from lmcflow.models import ModelSpec
     from lmcflow.seeding import generator
-    from lmcflow.training import train
+    from lmcflow.training import late_loss_drop, train
 
     full = load_dataset(fmnist_path)
     x, y = full.x["train"][:2000], full.y["train"][:2000]
@@ -155,13 +155,17 @@ def studies(fmnist_path):
     def spec(width):
         return ModelSpec("mlp", (1, 28, 28), 10, width=width, depth=2, base_width=128)
 
+    late = {}  # model -> its training loss's late drop (runs.train_loss_late_drop; NaN untrained)
+
     def model(width, seed, labels=None, untrained=False):
         m = init_model(spec(width), seed)
+        late[id(m)] = math.nan
         if not untrained:
             cfg = {"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 3e-3, "epochs": 5,
                    "batch_size": 128, "schedule": "cosine", "precision": "fp32"}
-            train(m, Dataset(xs, {**ys, "train": y if labels is None else labels}, full.meta), cfg, seed,
-                  torch.device("cpu"))
+            info = train(m, Dataset(xs, {**ys, "train": y if labels is None else labels}, full.meta), cfg, seed,
+                         torch.device("cpu"))
+            late[id(m)] = late_loss_drop(info["history"])
         return m
 
     data = Dataset(xs, ys, full.meta)
@@ -175,7 +179,8 @@ def studies(fmnist_path):
             models = {**real, NULL_SEED: nulls[kind]} if kind != "real" else real
             for s, m in models.items():
                 e = evaluate(m, xs["test"], ys["test"])
-                out[kind]["runs"].append({**point, "seed": s, "test_acc": e["acc"], "test_loss": e["loss"]})
+                out[kind]["runs"].append({**point, "seed": s, "test_acc": e["acc"], "test_loss": e["loss"],
+                                          "train_loss_late_drop": late[id(m)]})
             for a, b in itertools.combinations(SEEDS, 2):
                 for r in evaluate_path(init_model(spec(width), 0), models[a].state_dict(), models[b].state_dict(),
                                        data, lambda_grid(5)):
@@ -212,19 +217,21 @@ def test_a_useless_partner_makes_a_gated_claim_inconclusive(studies, cid, monkey
 
 
 @pytest.mark.fmnist
-def test_without_the_gate_a_useless_partner_lowers_the_barrier(studies, monkeypatch):
-    """Why the gate exists: against the endpoints' mean, a partner at chance makes the barrier smaller."""
+def test_without_the_gate_a_useless_partner_still_fails_the_headline(studies, monkeypatch):
+    """Against the endpoints' mean a partner at chance makes the Table-1 barrier smaller (reported); the headline,
+    the midpoint's distance from the farther endpoint, grows instead: the gate is no longer the only protection."""
     without_gate(monkeypatch, "width-merge-accuracy")
     real = evaluate_claim("width-merge-accuracy", {"study": "s"}, studies["real"], SCALE)
     null = evaluate_claim("width-merge-accuracy", {"study": "s"}, studies["untrained"], SCALE)
-    assert null["statistic"] < real["statistic"] - 0.05, (null["statistic"], real["statistic"])
+    assert null["reported"]["barrier_widest"]["statistic"] < real["reported"]["barrier_widest"]["statistic"] - 0.05
+    assert null["statistic"] > real["statistic"] + 0.05, (null["statistic"], real["statistic"])
 
 
 @pytest.mark.fmnist
 def test_convention_margin_of_a_real_claim(studies):
     res = evaluate_claim("width-merge-accuracy", {"study": "s"}, studies["real"], SCALE)
     c = res["criteria"][0]
-    assert c["convention"] and c["name"] == "barrier_widest"
+    assert c["convention"] and c["name"] == "gap_widest"
     lo, hi, flips = keeps_for("<", 0.02, c["ci_low"], c["ci_high"])
     assert c["flips_at"] == pytest.approx(flips) and c["margin"] == pytest.approx(abs(0.02 - flips))
     assert "convention" not in res["criteria"][1]  # the trend's threshold 0 is the paper's
@@ -252,7 +259,8 @@ def test_each_study_is_gated_on_its_own(studies):
 def test_the_command_line_marks_a_verdict_decided_by_convention(studies, tmp_path):
     from lmcflow.cli import claims_markdown, format_claim
 
-    res = evaluate_claim("temperature-calibration", {"study": "s"}, studies["real"], SCALE)
+    # the fixture's models train briefly: the convergence gate is relaxed here, the verdict then rests on criteria
+    res = evaluate_claim("temperature-calibration", {"study": "s", "max_late_loss_drop": 10.0}, studies["real"], SCALE)
     conv = res["decided_by_convention"]
     assert conv and conv["criterion"] in {c["name"] for c in res["criteria"] if c.get("convention")}
     text = format_claim(claim_row(res))

@@ -29,11 +29,21 @@ def by_width(curve):
 
 
 # --------------------------------------------------------------------------- width paper
+def paths(curve, methods=("identity",), column="error", ends=0.12, **fixed):
+    """Interpolation rows at λ = 0, ½, 1: both endpoints at ``ends``, the midpoint ``ends + curve[method][width]``
+    (``curve``: {method: {width: value}} or one {width: value} for every method)."""
+    def values(width, method, lam):
+        bump = (curve[method] if method in curve else curve)[width]
+        return {column: ends + (bump if lam == 0.5 else 0.0)}
+    return pair_rows({"width": WIDTHS, "method": list(methods), "lam": [0.0, 0.5, 1.0]}, values, Noise(**SD),
+                     split="test", **fixed)
+
+
 def width_merge_accuracy(holds):
     curve = by_width((0.2, 0.05, 0.005) if holds else (0.05, 0.1, 0.2))
-    rows = pair_rows({"width": WIDTHS, "definition": ["midpoint", "entezari", "max_minus_mean"]},
-                     lambda width, definition: {"value": curve[width]}, Noise(**SD), metric="error")
-    return {"barriers": table("barriers", rows)}
+    bars = pair_rows({"width": WIDTHS, "definition": ["midpoint"]}, lambda width, definition: {"value": curve[width]},
+                     Noise(**SD), metric="error")
+    return {"interpolation": table("interpolation", paths(curve)), "barriers": table("barriers", bars)}
 
 
 def temperature_calibration(holds):
@@ -42,7 +52,8 @@ def temperature_calibration(holds):
     rows = pair_rows({"width": WIDTHS, "calibrated": [False, True]},
                      lambda width, calibrated: {"value": (cal if calibrated else raw)[width]}, Noise(**SD),
                      metric="loss", definition="entezari")
-    return {"barriers": table("barriers", rows)}
+    return {"barriers": table("barriers", rows),
+            "interpolation": table("interpolation", paths(cal, column="calibrated_loss", ends=0.3))}
 
 
 def lewc(holds):
@@ -56,13 +67,16 @@ def lewc(holds):
     return {"layer_metrics": table("layer_metrics", rows)}
 
 
-def weak_additivity(holds, cos=None, shuffled=None):
-    """The default run's shape: a cosine of 0.93-0.99 rising with width, at its shuffled null (holds); the weak
-    weight-decay arm's 0.77-0.88, falling, below the null (violated)."""
+def weak_additivity(holds, cos=None, shuffled=None, reference=None):
+    """The default run's shape: a cosine of 0.94-0.96 rising with width above the Gaussian reference at equal norms
+    (0.930) and at its shuffled null (holds); the weak weight-decay arm's 0.77-0.88, falling, below both
+    (violated). ``reference``: the reference at the pair's norm balance (a B with vanishing pre-activations: 1)."""
     cos = by_width(cos or ((0.94, 0.95, 0.96) if holds else (0.88, 0.84, 0.80)))
     shuffled = by_width(shuffled or ((0.94, 0.95, 0.96) if holds else (0.90, 0.90, 0.90)))
+    ref = by_width(reference or (0.9304, 0.9304, 0.9304))
     rows = pair_rows({"width": WIDTHS, "layer": [1, 2], "lam_paper": [0.5]},
                      lambda width, **_: {"weak_additivity": cos[width], "weak_additivity_shuffled": shuffled[width],
+                                         "weak_additivity_reference": ref[width],
                                          "weak_additivity_gaussian": 0.9304}, Noise(**SD))
     return {"layer_metrics": table("layer_metrics", rows)}
 
@@ -89,45 +103,43 @@ def low_rank(holds):
 
 
 def weight_decay(holds):
-    barrier = {DEFAULT_WD: 0.01, WEAK_WD: 0.1} if holds else {DEFAULT_WD: 0.05, WEAK_WD: 0.01}
+    gap = {DEFAULT_WD: by_width((0.05, 0.02, 0.01)), WEAK_WD: by_width((0.2, 0.15, 0.1))} if holds else \
+          {DEFAULT_WD: by_width((0.05, 0.05, 0.05)), WEAK_WD: by_width((0.02, 0.01, 0.01))}
     lewc_ = {DEFAULT_WD: 0.97, WEAK_WD: 0.5} if holds else {DEFAULT_WD: 0.5, WEAK_WD: 0.9}
     arms = {"width": WIDTHS, "weight_decay": [DEFAULT_WD, WEAK_WD]}
-    bars = pair_rows({**arms, "definition": ["midpoint"]},
-                     lambda width, weight_decay, **_: {"value": barrier[weight_decay]}, Noise(**SD), metric="error")
+    ip = [r for wd in arms["weight_decay"] for r in paths(gap[wd], weight_decay=wd)]
     lm = pair_rows({**arms, "layer": [2], "lam_paper": [0.25, 0.75]},
                    lambda width, weight_decay, **_: {"lewc_cos": lewc_[weight_decay]}, Noise(**SD))
-    return {"barriers": table("barriers", bars), "layer_metrics": table("layer_metrics", lm)}
+    return {"interpolation": table("interpolation", ip), "layer_metrics": table("layer_metrics", lm)}
 
 
 def weight_matching_no_gain(holds):
-    plain = by_width((0.3, 0.1, 0.03))
-    matched = by_width((0.05, 0.05, 0.025) if holds else (0.05, 0.05, 0.0))
-    rows = pair_rows({"width": WIDTHS, "method": ["identity", "weight_matching"], "definition": ["midpoint"]},
-                     lambda width, method, **_: {"value": (plain if method == "identity" else matched)[width]},
-                     Noise(**SD), metric="error")
-    return {"barriers": table("barriers", rows)}
+    """The paper's MLP row at the widest width (holds: plain 0.52%, weight matching −0.03%, a gain of 0.55 points);
+    violated: weight matching still gains 2 points there."""
+    plain = by_width((0.3, 0.1, 0.0052 if holds else 0.03))
+    matched = by_width((0.05, 0.05, -0.0003 if holds else 0.01))
+    return {"interpolation": table("interpolation", paths({"identity": plain, "weight_matching": matched},
+                                                          methods=("identity", "weight_matching")))}
 
 
-def random_permutation(holds, matched=None):
-    """Plain and randomly permuted B alike (the default run: 0.23 / 0.26 at the narrowest, 0.029 / 0.029 at the
-    widest); weight matching far better at the narrowest width and, where the claim holds, within half a point
-    at the widest (violated: the default run's 2.6 points)."""
+def random_permutation(holds, permuted=None):
+    """Plain and randomly permuted B: pair by pair 2-3 points apart at the narrowest width (the default run's
+    barriers 0.23 / 0.26), within a fraction of a point at the widest (holds) or 2 points apart there (violated)."""
     plain = by_width((0.23, 0.07, 0.029))
-    matched = by_width(matched or ((0.01, 0.01, 0.025) if holds else (0.01, 0.01, 0.003)))
-    rows = pair_rows({"width": WIDTHS, "method": ["identity", "random_permutation", "weight_matching"],
-                      "definition": ["midpoint"]},
-                     lambda width, method, **_: {"value": (matched if method == "weight_matching" else plain)[width]},
-                     Noise(**SD), metric="error")
-    return {"barriers": table("barriers", rows)}
+    permuted = by_width(permuted or ((0.26, 0.075, 0.029) if holds else (0.26, 0.09, 0.049)))
+    return {"interpolation": table("interpolation", paths({"identity": plain, "random_permutation": permuted},
+                                                          methods=("identity", "random_permutation")))}
 
 
 def cross_transformation_cosine(holds):
+    own = by_width((0.8, 0.9, 0.95) if holds else (0.8, 0.7, 0.6))
     cos = by_width((0.8, 0.9, 0.97) if holds else (0.8, 0.75, 0.7))
     permuted = by_width((0.82, 0.92, 0.98) if holds else (0.95, 0.95, 0.95))
     rows = pair_rows({"width": WIDTHS, "layer": [2, 3], "lam_paper": [0.5]},
-                     lambda width, **_: {"cross_transform_cos": cos[width], "cross_transform_cos_permuted_a":
+                     lambda width, **_: {"own_input_cos_a": own[width], "own_input_cos_b": own[width],
+                                         "cross_transform_cos": cos[width], "cross_transform_cos_permuted_a":
                                          permuted[width], "cross_transform_cos_permuted_b": permuted[width],
-                                         "cross_ratio_a": 0.3}, Noise(**SD))
+                                         "own_norm_ratio": 1.0}, Noise(**SD))
     return {"layer_metrics": table("layer_metrics", rows)}
 
 
@@ -273,7 +285,11 @@ def test_every_claim_has_a_power_case():
     assert sorted(CASES) == sorted(REGISTRY) and len(CASES) == 20
 
 
-@pytest.mark.parametrize("cid", sorted(CASES))
+RETIRED = {"active-neuron-overlap"}  # decided by nothing: test_retired_claim_reports_and_decides_nothing
+DECIDED = sorted(set(CASES) - RETIRED)
+
+
+@pytest.mark.parametrize("cid", DECIDED)
 def test_claim_supported_when_it_holds(cid):
     res = verdict(cid, CASES[cid](True))
     assert res["verdict"] == "supported", (res["reason"], [(t["name"], t["statistic"], t["ci_low"], t["ci_high"],
@@ -282,7 +298,7 @@ def test_claim_supported_when_it_holds(cid):
     assert all(t["verdict"] == "supported" for t in res["criteria"])
 
 
-@pytest.mark.parametrize("cid", sorted(CASES))
+@pytest.mark.parametrize("cid", DECIDED)
 def test_claim_not_supported_when_violated(cid):
     res = verdict(cid, CASES[cid](False))
     assert res["verdict"] == "not_supported", (res["reason"], [(t["name"], t["statistic"], t["ci_low"],
@@ -294,41 +310,49 @@ def criteria(res: dict) -> dict:
     return {t["name"]: t["verdict"] for t in res["criteria"]}
 
 
-def test_weak_additivity_fails_on_its_level_alone_and_on_its_control_alone():
-    low = verdict("weak-additivity", weak_additivity(True, cos=(0.84, 0.85, 0.86), shuffled=(0.84, 0.85, 0.86)))
+def test_weak_additivity_fails_on_its_reference_alone_and_on_its_control_alone():
+    low = verdict("weak-additivity", weak_additivity(True, cos=(0.90, 0.91, 0.92), shuffled=(0.90, 0.91, 0.92)))
     assert low["verdict"] == "not_supported" and criteria(low) == {
-        "cos_widest": "not_supported", "trend": "supported", "shortfall_vs_shuffled": "supported"}
-    below_null = verdict("weak-additivity", weak_additivity(True, cos=(0.91, 0.92, 0.93), shuffled=(0.99, 0.99, 0.99)))
+        "excess_over_reference": "not_supported", "trend": "supported", "shortfall_vs_shuffled": "supported"}
+    below_null = verdict("weak-additivity", weak_additivity(True, cos=(0.90, 0.91, 0.92), shuffled=(0.99, 0.99, 0.99),
+                                                            reference=(0.85, 0.85, 0.85)))
     assert below_null["verdict"] == "not_supported" and criteria(below_null) == {
-        "cos_widest": "supported", "trend": "supported", "shortfall_vs_shuffled": "not_supported"}
+        "excess_over_reference": "supported", "trend": "supported", "shortfall_vs_shuffled": "not_supported"}
+    # a B whose pre-activations vanish: ReLU is trivially additive (cosine 1) and so is the reference at that
+    # balance: no excess, a high cosine is no evidence then
+    trivial = verdict("weak-additivity", weak_additivity(True, cos=(0.995, 0.997, 0.999),
+                                                         shuffled=(0.995, 0.997, 0.999), reference=(0.999,) * 3))
+    assert criteria(trivial)["excess_over_reference"] != "supported" and trivial["verdict"] != "supported"
 
 
-def test_random_permutation_fails_where_the_searched_permutation_still_helps_or_helps_more():
+def test_random_permutation_fails_where_the_permutation_still_matters_or_matters_more():
     still = verdict("random-permutation", random_permutation(False))
-    assert criteria(still) == {"advantage_widest": "not_supported", "advantage_shrinks": "supported"}
-    grows = verdict("random-permutation", random_permutation(True, matched=(0.24, 0.07, 0.025)))
-    assert criteria(grows) == {"advantage_widest": "supported", "advantage_shrinks": "not_supported"}
-    assert grows["reported"]["random_minus_identity_widest"]["statistic"] == pytest.approx(0.0, abs=0.005)
+    assert criteria(still) == {"sensitivity_widest": "not_supported", "sensitivity_shrinks": "supported"}
+    grows = verdict("random-permutation", random_permutation(True, permuted=(0.23, 0.07, 0.045)))
+    assert criteria(grows)["sensitivity_shrinks"] == "not_supported"
+    # the signed difference (random − unpermuted) is reported: 0 in expectation, whatever the width
+    assert verdict("random-permutation", random_permutation(True))["reported"]["random_minus_identity_widest"][
+        "statistic"] == pytest.approx(0.0, abs=0.005)
 
 
-def test_active_overlap_is_judged_against_chance_at_the_same_active_fraction():
-    res = verdict("active-neuron-overlap", active_neuron_overlap(True))
-    assert res["verdict"] == "supported" and res["reported"]["jaccard_widest"]["statistic"] > 0.7  # a high level
-    assert "τ = 0.001" in res["criteria"][0]["description"]
-    # the τ sweep (table active_overlap) is reported beside the verdict, which stays at the stated τ
-    frac = {1e-3: 0.85, 1e-2: 0.6, 1e-1: 0.3}
-    sweep = pair_rows({"width": WIDTHS, "layer": [1, 2], "active_threshold": list(frac)},
-                      lambda active_threshold, **_: {
-                          "frac_active_a": frac[active_threshold], "frac_active_b": frac[active_threshold],
-                          "active_jaccard_independent": frac[active_threshold] / (2 - frac[active_threshold]),
-                          "active_jaccard": frac[active_threshold] / (2 - frac[active_threshold])
-                          + (0.2 if active_threshold == 1e-1 else 0.0)}, Noise(**SD))
-    swept = verdict("active-neuron-overlap", {**active_neuron_overlap(True),
-                                              "active_overlap": table("active_overlap", sweep)})
-    assert swept["verdict"] == res["verdict"] and swept["criteria"] == res["criteria"]
-    assert swept["reported"]["excess_over_independent_tau_0.1"]["statistic"] == pytest.approx(0.2, abs=0.01)
-    assert swept["reported"]["active_fraction_tau_0.01"]["statistic"] == pytest.approx(0.6, abs=0.01)
-    assert sorted(swept["details"]["tau_sweep"]) == ["0.001", "0.01", "0.1"]
+def test_weight_matching_no_gain_passes_the_papers_mlp_row_and_a_perfect_weight_matching():
+    """Table 1's MLP row (plain 0.52%, weight matching −0.03%: a gain of 0.55 points) is inside the one-point margin,
+    and so is a weight matching that removes the whole barrier of a plain merge within it; the old relative form
+    (plain − WM)/plain gave 1.06 for the paper's own row."""
+    assert verdict("weight-matching-no-gain", weight_matching_no_gain(True))["verdict"] == "supported"
+    plain, perfect = by_width((0.3, 0.1, 0.005)), by_width((0.05, 0.05, 0.0))
+    res = verdict("weight-matching-no-gain", {"interpolation": table("interpolation", paths(
+        {"identity": plain, "weight_matching": perfect}, methods=("identity", "weight_matching")))})
+    assert res["verdict"] == "supported"
+
+
+def test_active_neuron_overlap_is_retired_and_reports_its_statistics():
+    """Unit identity is arbitrary between unaligned models: any active-set overlap equals chance in expectation, so
+    the claim decides nothing (inconclusive, the reason says why) and reports the Jaccard, its chance value and the
+    τ sweep."""
+    res = verdict("active-neuron-overlap", active_neuron_overlap(False))
+    assert res["verdict"] == "inconclusive" and res["reason"].startswith("retired:") and res["criteria"] == []
+    assert res["reported"]["jaccard_widest"]["statistic"] > 0.7
 
 
 def test_controls_of_the_identifiability_trends():

@@ -158,10 +158,11 @@ def test_fewer_than_four_seeds_give_no_interval_and_an_inconclusive_claim():
     h = all_pairs_study(np.random.default_rng(0), 3)
     e = estimate(lambda m: m[0], Sample((0, 1, 2), h, "pair"))
     assert math.isfinite(e.value) and math.isnan(e.ci_low) and math.isnan(e.ci_high)
-    rows = [r for r in pair_rows({"width": [0.25, 4.0], "definition": ["midpoint"]},
-                                 lambda width, definition: {"value": 0.001}, Noise(0.0, 1e-4), metric="error")
+    rows = [r for r in pair_rows({"width": [0.25, 4.0], "lam": [0.0, 0.5, 1.0]},
+                                 lambda width, lam: {"error": 0.1 + (0.001 if lam == 0.5 else 0.0)},
+                                 Noise(0.0, 1e-4))
             if r["seed_a"] < 3 and r["seed_b"] < 3]
-    res = verdict("width-merge-accuracy", {"barriers": table("barriers", rows)})
+    res = verdict("width-merge-accuracy", {"interpolation": table("interpolation", rows)})
     assert res["verdict"] == "inconclusive" and res["reason"].startswith("too few seeds")
     assert res["n_seeds"] == 3 and res["ci_low"] is None and res["ci_high"] is None
     assert all(t["verdict"] == "inconclusive" for t in res["criteria"])

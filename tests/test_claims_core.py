@@ -23,7 +23,7 @@ TINY = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
 JSON_KEYS = {"format", "claim_id", "paper", "statement", "study", "studies", "verdict", "reason", "statistic_name",
              "statistic", "ci_low", "ci_high", "ci_level", "ci_method", "n_seeds", "n_pairs", "criteria", "controls",
              "reported", "paper_values", "scale", "params", "details", "endpoint_gate", "decided_by_convention",
-             "regime", "null_controls"}
+             "regime", "null_controls", "convergence_gate", "thresholds"}
 
 
 def test_registry_holds_the_eighteen_claims_of_both_papers_and_two_extensions():
@@ -39,12 +39,20 @@ def test_every_threshold_says_where_it_comes_from():
     for cid, build in CASES.items():
         res = verdict(cid, build(True))
         for t in res["criteria"]:
-            assert t["source"].startswith(("paper", "null", "control", "convention")), (cid, t["name"], t["source"])
+            assert t["source"].startswith(("paper", "null", "control", "convention", "analytic", "same-run")), \
+                (cid, t["name"], t["source"])
+    # the width claims record every threshold and gate parameter with its kind (lmcflow/claims/thresholds.py)
+    from lmcflow.claims.thresholds import SOURCES
+
+    for cid in ("width-merge-accuracy", "lewc", "weak-additivity", "cross-transformation-cosine"):
+        res = verdict(cid, CASES[cid](True))
+        named = {k for k in res["params"] if k in SOURCES}
+        assert set(res["thresholds"]) == named and {"max_late_loss_drop", "endpoint_min_learned"} <= named
+        assert all(v["kind"] in ("paper", "analytic", "same-run", "convention") for v in res["thresholds"].values())
 
 
 def test_every_mechanism_claim_has_a_control():
-    for cid in ("lewc", "weak-additivity", "reciprocal-orthogonality", "low-rank", "cross-transformation-cosine",
-                "active-neuron-overlap"):
+    for cid in ("lewc", "weak-additivity", "reciprocal-orthogonality", "low-rank", "cross-transformation-cosine"):
         res = verdict(cid, CASES[cid](True))
         assert res["controls"] and all(c["verdict"] == "supported" for c in res["controls"]), cid
 
@@ -79,7 +87,7 @@ def test_claim_json_is_stable_and_its_row_has_the_declared_schema():
     row = claim_row(res)
     df = make_frame("claims", [row])
     assert df.paper_quantity[0].startswith("plain-average midpoint") and df.n_seeds[0] == 6
-    assert df.our_value[0] == pytest.approx(res["statistic"])
+    assert df.our_value[0] == pytest.approx(res["reported"]["barrier_widest"]["statistic"])  # Table 1's quantity
 
 
 def check(cfg):

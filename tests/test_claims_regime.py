@@ -38,13 +38,16 @@ def barrier_tables(beta: float, c: float = 0.03, seed_sd: float = 0.08, pair_sd:
     """Midpoint error barriers c·w^β with a multiplicative effect per seed and noise per pair."""
     rng = np.random.default_rng(3)
     u = rng.normal(0, seed_sd, len(SEEDS))
-    rows = []
+    rows, path = [], []
     for (a, b), w in itertools.product(itertools.combinations(SEEDS, 2), widths):
         v = c * w ** beta * math.exp(u[a] + u[b] + rng.normal(0, pair_sd))
         for definition in ("midpoint", "entezari", "max_minus_mean"):
             rows.append({"seed_a": a, "seed_b": b, "width": w, "definition": definition, "metric": "error",
                          "value": v, "point": f"w{w:g}"})
-    tables = {"barriers": table("barriers", rows)}
+        # the same midpoint on the merge's path, both endpoints at 12% error
+        path += [{"seed_a": a, "seed_b": b, "width": w, "lam": lam, "error": 0.12 + (v if lam == 0.5 else 0.0),
+                  "point": f"w{w:g}"} for lam in (0.0, 0.5, 1.0)]
+    tables = {"barriers": table("barriers", rows), "interpolation": table("interpolation", path)}
     return {**tables, "runs": working_runs(tables)}
 
 

@@ -29,17 +29,20 @@ def test_mechanism_claims_read_only_their_weight_decay_arm():
     assert verdict("lewc", both, weight_decay=WEAK_WD)["verdict"] == "not_supported"
 
 
-def test_width_merge_accuracy_reads_the_midpoint_and_reports_the_other_definitions():
-    curve = {"midpoint": (0.2, 0.05, 0.005), "entezari": (0.3, 0.1, 0.04), "max_minus_mean": (0.25, 0.08, 0.03)}
-    rows = pair_rows({"width": WIDTHS, "definition": list(curve)},
-                     lambda width, definition: {"value": curve[definition][WIDTHS.index(width)]},
-                     Noise(0.001, 0.001), metric="error")
-    res = verdict("width-merge-accuracy", {"barriers": table("barriers", rows)})
+def test_width_merge_accuracy_reads_the_merge_against_both_endpoints():
+    """The headline is the midpoint's distance from the farther endpoint; the Table-1 barrier (against the
+    endpoints' mean) is reported. Endpoints 3 points apart make the distance 1.5 points larger than the barrier."""
+    from tests.test_claim_power import by_width, paths
+
+    curve = by_width((0.2, 0.05, 0.005))
+    res = verdict("width-merge-accuracy", {"interpolation": table("interpolation", paths(curve))})
     assert res["verdict"] == "supported" and res["statistic"] == pytest.approx(0.005, abs=0.003)
-    assert res["reported"]["barrier_widest_entezari"]["statistic"] == pytest.approx(0.04, abs=0.003)
-    assert verdict("width-merge-accuracy", {"barriers": table("barriers", rows)},
-                   definition="entezari")["verdict"] == "not_supported"  # 4% > 2%
-    assert res["details"]["mean_barrier_by_width"]["midpoint"] == pytest.approx([0.2, 0.05, 0.005], abs=0.003)
+    assert res["reported"]["barrier_widest"]["statistic"] == pytest.approx(0.005, abs=0.003)
+    apart = [{**r, "error": r["error"] + (0.03 if r["lam"] == 1.0 else 0.015 if r["lam"] == 0.5 else 0.0)}
+             for r in paths(curve)]
+    far = verdict("width-merge-accuracy", {"interpolation": table("interpolation", apart)})
+    assert far["statistic"] == pytest.approx(0.02, abs=0.003) and far["verdict"] != "supported"
+    assert far["reported"]["barrier_widest"]["statistic"] == pytest.approx(0.005, abs=0.003)
     paper = {p["scale"]: p for p in res["paper_values"]}
     assert paper["MLP, 16x width, MNIST"]["value"] == 0.0052
     assert paper["MLP, 16x width, MNIST"]["ours"]["name"] == "barrier_widest"
@@ -47,9 +50,9 @@ def test_width_merge_accuracy_reads_the_midpoint_and_reports_the_other_definitio
 
 def test_weight_matching_no_gain_reads_every_table1_study():
     """The Table-1 claims may read several studies: each is decided, then the verdicts are combined."""
-    helps = wm_tables(False)["barriers"].assign(study="mlp", arch="mlp")   # removes the whole barrier
-    hurts = wm_tables(True)["barriers"].assign(study="vgg", arch="vgg11")
-    tables = {"barriers": table("barriers", helps.to_dict("records") + hurts.to_dict("records"))}
+    helps = wm_tables(False)["interpolation"].assign(study="mlp", arch="mlp")   # still gains 2 points
+    hurts = wm_tables(True)["interpolation"].assign(study="vgg", arch="vgg11")  # the paper's MLP row
+    tables = {"interpolation": table("interpolation", helps.to_dict("records") + hurts.to_dict("records"))}
     tables["runs"] = working_runs(tables)
     from lmcflow.claims import evaluate_claim
 
@@ -60,7 +63,7 @@ def test_weight_matching_no_gain_reads_every_table1_study():
     mlp_paper = [p for p in res["by_study"]["mlp"]["paper"] if p["fits_our_study"]]
     assert [p["scale"] for p in mlp_paper] == ["MLP, 16x width, MNIST"]
     assert mlp_paper[0]["value"] == pytest.approx(0.0055)
-    vgg = {"barriers": table("barriers", hurts.to_dict("records"))}
+    vgg = {"interpolation": table("interpolation", hurts.to_dict("records"))}
     single = evaluate_claim("weight-matching-no-gain", {"study": "vgg"}, {**vgg, "runs": working_runs(vgg)},
                             scales["vgg"])
     assert single["verdict"] == "supported" and "by_study" not in single

@@ -43,6 +43,13 @@ def test_cpu_rates_are_the_committed_benchmark():
         assert value == pytest.approx(measured[key], rel=1e-3), key
 
 
+def test_weight_matching_solver_ratio_is_the_committed_benchmark():
+    measured = json.loads((REPO / "benchmarks/results/cpu/assignment_solvers.json").read_text())["widths"]
+    widest = max(measured.values(), key=lambda w: w["units"])
+    assert widest["units"] == 2048
+    assert cost.WM_LAP_OVER_SCIPY == pytest.approx(widest["solvers"]["lapjv-warm"]["over_scipy"], abs=5e-4)
+
+
 def config(**train):
     cfg = copy.deepcopy(resolve_config([str(REPO / "tests/configs/tiny.yaml")]))
     for study in cfg["studies"].values():

@@ -1,9 +1,11 @@
 """Models from outside lmcflow (lmcflow.external): the config check builds them before any job and refuses what
 cannot run, names the key; the width sweep reaches the builder's own arguments."""
 import copy
+import math
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from lmcflow.config import ConfigError
@@ -59,3 +61,29 @@ def test_width_maps_through_the_builders_own_arguments():
     assert scaled_kwargs({"channels": 3}, 0.01) == {"channels": 1}  # at least one unit
     with pytest.raises(ValueError, match="model.width_kwargs.channels"):
         scaled_kwargs({"channels": "wide"}, 1.0)
+
+
+class RandomShift(torch.nn.Module):
+    """Shifts its input by a random number of pixels in train mode: torch.randint, which no seed reaches."""
+
+    def forward(self, x):
+        return torch.roll(x, int(torch.randint(0, 3, ())), dims=-1) if self.training else x
+
+
+def random_net(num_classes: int, in_shape: tuple, op: str = "rrelu") -> torch.nn.Module:
+    """A factory for the tests below: a small net with one random op in its training forward."""
+    layer = {"rrelu": torch.nn.RReLU(), "randint": RandomShift(), "dropout": torch.nn.Dropout(0.1)}[op]
+    n = math.prod(in_shape)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(n, 8), layer, torch.nn.Linear(8, num_classes))
+
+
+@pytest.mark.parametrize(("op", "aten"), [("rrelu", "rrelu_with_noise"), ("randint", "randint")])
+def test_random_ops_no_seed_reaches_are_refused_at_the_config_check(op, aten):
+    model = {"arch": "factory", "factory": "tests.test_external:random_net", "kwargs": {"op": op}}
+    with pytest.raises(ConfigError, match=rf"studies\.s .*model tests\.test_external:random_net's training "
+                                          rf"forward calls random op\(s\) .*{aten}.*turn the op off"):
+        check(_with(model))
+
+
+def test_seeded_random_ops_pass_the_config_check():
+    check(_with({"arch": "factory", "factory": "tests.test_external:random_net", "kwargs": {"op": "dropout"}}))

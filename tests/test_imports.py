@@ -9,6 +9,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lmcflow"
 MAX_LINES = 400
 # imported inside functions so that torch-free or quick paths (table, claim and config jobs) skip their cost
 HEAVY = {"torch", "torchvision", "scipy", "matplotlib", "seaborn", "jsonschema", "safetensors", "pandas", "pyarrow"}
+# lmcflow modules that are torch at import (subclasses of torch's own classes), imported inside a function of a
+# torch-free module only where torch is imported there too: the config check's probe of an external model
+TORCH_AT_IMPORT = {"lmcflow.random_ops"}
 
 
 def module_name(path: Path) -> str:
@@ -99,7 +102,7 @@ def test_function_local_imports_are_only_of_heavy_optional_dependencies():
     mods = modules()
     bad = [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {m}"
            for name, path in mods.items() for m, node, local in imports(name, path, set(mods))
-           if local and (m.split(".")[0] == "lmcflow" or m.split(".")[0] not in HEAVY)]
+           if local and m not in TORCH_AT_IMPORT and (m.split(".")[0] == "lmcflow" or m.split(".")[0] not in HEAVY)]
     assert not bad, "function-local imports (move them to the top of the module):\n" + "\n".join(bad)
 
 

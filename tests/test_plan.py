@@ -32,11 +32,11 @@ def test_default_targets_and_counts(default_plan):
     assert targets[-2:] == ["results/provenance.json", "results/provenance.html"]
     assert len(targets) == len(set(targets)) == 87
     counts = job_counts(None)
-    assert counts["total"] == 158 and counts["all"] == 1
-    # the width study's null partners (2 kinds at 2 points): 4 train and interpolate jobs, 8 align and 4 mechanism
+    assert counts["total"] == 168 and counts["all"] == 1
+    # the width study's null partners (3 kinds at 2 points): 6 train and interpolate jobs, 12 align and 6 mechanism
     # jobs more; the identifiability studies' (sigma_f, intrinsic_dim, coherence: 2 kinds each) 6 train and
     # interpolate jobs, 2 swap-cost and 2 identifiability jobs more
-    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (19, 19, 14, 9)
+    assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (21, 21, 18, 11)
     assert (counts["swap_costs"], counts["identifiability"]) == (3, 4)
     assert counts["merge_many"] == 3  # the width study's default-weight-decay arm, real models: one job per width
     assert counts["claim"] == len(default_plan.claim_cfg) == 20
@@ -73,7 +73,10 @@ def test_null_partners_train_and_run_through_the_pair_jobs(default_plan):
     P = default_plan
     partners = {(p.point, p.partner): p for p in P.study_points("width") if p.partner != "real"}
     assert set(partners) == {(f"width-{w}__weight_decay-0.003__partner-{k}", k)
-                             for w in ("0.0625", "1") for k in ("untrained", "shuffled_labels")}
+                             for w in ("0.0625", "1") for k in ("untrained", "shuffled_labels", "collapsed")}
+    collapsed = partners[("width-1__weight_decay-0.003__partner-collapsed", "collapsed")]
+    assert collapsed.seeds == [3000, 3001, 3002, 3003, 3004] and collapsed.train["epochs"] == 5
+    assert collapsed.analysis["null_partners"]["collapse_scale"] == 0.1
     untrained = partners[("width-1__weight_decay-0.003__partner-untrained", "untrained")]
     shuffled = partners[("width-1__weight_decay-0.003__partner-shuffled_labels", "shuffled_labels")]
     assert untrained.seeds == [1000, 1001, 1002, 1003, 1004] and untrained.train["epochs"] == 0

@@ -16,7 +16,7 @@ ROWS = [
      "paper_comparable": "not comparable: paper: dataset mnist vs ours fashion_mnist; width 16 vs ours 1",
      "endpoint_gate": "passed (25 models)", "convention_margin": "", "null_controls": "untrained: real 0.0281 vs "
      "null -0.38, difference 0.408 [0.39, 0.43] supported", "null_untrained": -0.38,
-     "null_shuffled_labels": float("nan"), **replication_columns(None),
+     "null_shuffled_labels": float("nan"), "null_collapsed": float("nan"), **replication_columns(None),
      **regime_columns({})},
     {"claim_id": "sigma-f-identity", "paper": "Bürgin et al.", "statement": "s", "study": "sigma_f",
      "verdict": "inconclusive", "reason": "too few seeds", "statistic_name": "normalized identity objective",
@@ -24,6 +24,7 @@ ROWS = [
      "n_pairs": 3, "controls": "", "paper_quantity": "", "paper_value": float("nan"), "paper_scale": "",
      "our_value": float("nan"), "scale": "", "paper_comparable": "", "endpoint_gate": "", "convention_margin": "",
      "null_controls": "", "null_untrained": float("nan"), "null_shuffled_labels": float("nan"),
+     "null_collapsed": float("nan"),
      **replication_columns(None), **regime_columns({})},
 ]
 
@@ -40,7 +41,7 @@ def test_every_verdict_with_ours_beside_the_papers_and_figure_links(tmp_path):
     rows = text.split("   * - ")[1:]
     assert len(rows) == 3  # header + one per claim
     assert rows[1].split("\n     - ") == ["``width-merge-accuracy`` (`width`_)", "**not_supported**",
-                                         "0.0281 [0.0219, 0.0343]", "-0.38, –", "0.0052\n"]
+                                         "0.0281 [0.0219, 0.0343]", "-0.38, –, –", "0.0052\n"]
     assert rows[2].split("\n     - ") == ["``sigma-f-identity`` (`sigma_f`_)", "**inconclusive**", "too few seeds",
                                          "–", "–\n"]
     # one short line per claim: Snakemake centres the landing text, and a taller one is cut off at the top

@@ -1,31 +1,24 @@
 """Derive or refuse, never crash: every classification builder of torchvision.models either derives a spec the
 proof accepts or is refused with lmcflow's message naming each node, its module path and the override; the same
 for recurrent layers, weight and spectral norm (both APIs), shared weights, functional ops in a model's own
-forward and unknown modules. Builders over HEAVY_PARAMS parameters run under the ``slow`` marker: building and
-initialising them and the proof's float64 copy take seconds to minutes each on one core (docs/spec-sweep.md)."""
+forward and unknown modules. Builders over 12 M parameters (``heavy``, tests/spec_sweep.py) run under the ``slow``
+marker: building and initialising them and the proof's float64 copy take seconds to minutes each on one core
+(docs/spec-sweep.md)."""
 import re
 
 import pytest
 import torch
 import torch.nn.functional as F
-import torchvision
 from torch import nn
 from torch.nn.utils import parametrizations, spectral_norm, weight_norm
 
 from lmcflow.alignment.derive import derived_spec
 from lmcflow.alignment.graph_axes import UnsupportedGraph
-from tests.spec_sweep import builders, sweep_one
-
-HEAVY_PARAMS = 12e6  # at num_classes 10
-
-
-def _params(name):
-    """torchvision's recorded parameter count of the builder's weights (1000 classes; nothing is built)."""
-    return torchvision.models.get_model_weights(name).DEFAULT.meta["num_params"]
+from tests.spec_sweep import builders, heavy, sweep_one
 
 
 def _cases():
-    return [pytest.param(n, marks=pytest.mark.slow) if _params(n) > HEAVY_PARAMS else n for n in builders()]
+    return [pytest.param(n, marks=pytest.mark.slow) if heavy(n) else n for n in builders()]
 
 
 def _check_refusal(msg: str) -> None:

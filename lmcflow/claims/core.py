@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lmcflow.claims import gates, margins, nulls, regime, stats
+from lmcflow.claims import convergence, gates, margins, nulls, regime, stats, thresholds
 from lmcflow.claims.criterion import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Criterion
 from lmcflow.config import ConfigError, point_value, same_value, swept_values
 
@@ -99,6 +99,9 @@ class Claim:
     multi_study: bool = False  # `study` may list several studies (e.g. Table 1's three rows)
     unit: str = "pair"  # "pair": needs ≥ 2 seeds; "seed": per-model statistics
     gate_endpoints: bool = False  # reads barriers or merged models: decided only on working endpoints (gates)
+    # the null-partner control: "apart" (real − null beyond ±δ) or "one_sided" (beyond δ in the headline's direction)
+    null_control: str = "apart"
+    converged: bool = False  # decided only on endpoints trained to a plateau (convergence.convergence_gate)
 
     def params(self, ccfg: dict | None) -> dict:
         return {**self.defaults, **{k: v for k, v in (ccfg or {}).items() if k != "study"}}
@@ -138,6 +141,10 @@ def claim(**entry) -> Callable:
         if entry.get("gate_endpoints"):  # the gate's parameters and its table (one row per model)
             entry["defaults"] = {**entry.get("defaults", {}), **gates.GATE_DEFAULTS}
             entry["tables"] = tuple(entry["tables"]) + (() if "runs" in entry["tables"] else ("runs",))
+        if entry.get("converged"):  # the convergence gate's parameter
+            entry["defaults"] = {**entry.get("defaults", {}), **convergence.CONVERGENCE_DEFAULTS}
+            entry["tables"] = tuple(entry["tables"]) + (() if "runs" in entry["tables"] else ("runs",))
+            entry["requires"] = tuple(entry.get("requires", ())) + (convergence.check_convergence_params,)
         if entry.get("unit", "pair") == "pair":  # the null-partner control's minimum distance
             entry["defaults"] = {**entry.get("defaults", {}), **nulls.NULL_DEFAULTS}
             entry["requires"] = tuple(entry.get("requires", ())) + (nulls.check_null_params,)
@@ -212,9 +219,13 @@ def _outcome(claim_: Claim, tables: dict, params: dict, scale: dict) -> tuple[Ou
     if claim_.unit == "pair":
         controls, records = nulls.null_controls(claim_, out, real, null_tables, params, NoData)
         out.criteria = out.criteria + controls
+    conv = convergence.convergence_gate(real, params) if claim_.converged else None
+    if conv and not conv["passed"]:
+        out.reason = conv["reason"] + (f"; {out.reason}" if out.reason else "")
     gate = gates.endpoint_gate(real, params, scale) if claim_.gate_endpoints else None
-    if gate and not gate["passed"]:
+    if gate and not gate["passed"]:  # first in the reason: a useless model matters more than an unfinished one
         out.reason = gate["reason"] + (f"; {out.reason}" if out.reason else "")
+    out.details = {**out.details, **({"convergence_gate": conv} if conv else {})}
     return out, gate, records
 
 
@@ -274,6 +285,8 @@ def evaluate_claim(cid: str, ccfg: dict, tables: dict, scale: dict, scales: dict
         "reported": {k: e.as_dict() for k, e in outcome.reported.items()},
         "paper_values": _paper(claim_, outcome, scale), "scale": scale, "params": params,
         "details": outcome.details, "endpoint_gate": gate, "null_controls": null_records,
+        "convergence_gate": (outcome.details or {}).get("convergence_gate"),
+        "thresholds": thresholds.thresholds_block(params),
         "decided_by_convention": _convention(outcome) if not by_study else _first_convention(by_study, verdict),
     }
     if by_study:

@@ -15,7 +15,9 @@ class Criterion:
     name: str
     description: str
     estimate: stats.Estimate
-    side: str  # ">", "<", "within" (|estimate| < threshold) or "apart" (|estimate| > threshold: a null control)
+    # ">", "<", "within" (|estimate| < threshold), "apart" (|estimate| > threshold) or, for a one-sided null
+    # control, "ahead>" / "ahead<" (the estimate beyond the threshold in that direction: supported, else inconclusive)
+    side: str
     threshold: float
     source: str  # where the threshold comes from: the paper, a null, or a stated convention
     kind: str = "part"  # "part", "trend" (over the whole grid) or "control" (against a same-run null)
@@ -32,6 +34,10 @@ class Criterion:
             return INCONCLUSIVE
         above = e.ci_low > self.threshold
         below = e.ci_high < self.threshold
+        if self.side == "ahead>":
+            return SUPPORTED if above else INCONCLUSIVE
+        if self.side == "ahead<":
+            return SUPPORTED if below else INCONCLUSIVE
         if self.side == "apart":
             return SUPPORTED if e.ci_low > self.threshold or e.ci_high < -self.threshold else INCONCLUSIVE
         if self.side == "within":

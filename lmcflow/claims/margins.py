@@ -23,6 +23,10 @@ def keeps_for(side: str, threshold: float, low: float, high: float) -> tuple[flo
         lo, hi = (-INF, low) if threshold < low else (high, INF) if threshold >= high else (low, high)
     elif side == "<":  # supported: t > high; not_supported: t <= low
         lo, hi = (high, INF) if threshold > high else (-INF, low) if threshold <= low else (low, high)
+    elif side == "ahead>":  # a one-sided control: supported t < low, else inconclusive
+        lo, hi = (-INF, low) if threshold < low else (low, INF)
+    elif side == "ahead<":  # supported t > high, else inconclusive
+        lo, hi = (high, INF) if threshold > high else (-INF, high)
     elif side == "apart":  # supported: t < max(low, −high), the interval's distance from 0; else inconclusive
         far = max(low, -high, 0.0)
         lo, hi = (0.0, far) if threshold < far else (far, INF)

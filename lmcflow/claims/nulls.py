@@ -4,12 +4,14 @@ A study with ``analysis.null_partners`` (``lmcflow.config.partners``) holds, bes
 (a, partner of b) for each partner kind, through the same jobs; its tables mark them in column ``partner``.
 ``split_partners`` gives the claim its real rows and, per kind, the partner rows indexed by the real seeds (seed_b =
 b). ``null_controls`` evaluates the claim's own statistic on each kind's rows and compares its headline estimate
-with the real one: the delete-one-seed jackknife interval of real − null (seed s dropped from both) must lie beyond
-±δ, where δ = ``null_min_share`` × the real estimate's distance from the headline criterion's threshold: at least
-that share of the real pairs' margin is something a useless partner does not reproduce. A useless partner moves each
-statistic its own way (a barrier becomes strongly negative, a cosine tends to 1, a ratio becomes heavy-tailed),
-sometimes onto the claim's side; a statistic that a useless partner reproduces cannot be evidence about the pair,
-whichever way it points. Why and how it enters the verdict: docs/claims.md ("Null partners").
+with the real one, one-sided in the paper's direction: the delete-one-seed jackknife interval of real − null (seed s
+dropped from both) must lie beyond δ on the headline's side (real above null for a ">" headline, below for "<",
+nearer 0 for a tolerance "within"), where δ = ``null_min_share`` × the real estimate's distance from the headline
+criterion's threshold: at least that share of the real pairs' margin is something a useless partner does not have.
+The width claims' headline statistics are chosen so that a useless partner lands on their failing side (a merge
+that is "A plus nothing" is not the paper's merge: docs/claims.md), so a real pair passes this control by being
+better than the null, never merely different from it. Why and how it enters the verdict: docs/claims.md ("Null
+partners").
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ from lmcflow.config.partners import PARTNER_KINDS, PARTNER_SEED_OFFSET, PARTNER_
 PARTNER = "partner"
 NULL_DEFAULTS = {"null_min_share": 0.1}  # every pair claim's parameter (docs/claims.md, "Null partners")
 CONTROL_SOURCE = ("control, minimum distance by convention: the same statistic on pairs (real A, null partner B) "
-                  "of the same run; real − null, its seed-level interval must lie beyond ±null_min_share × the "
-                  "real estimate's distance from the headline threshold")
+                  "of the same run; real − null, its seed-level interval must lie beyond null_min_share × the "
+                  "real estimate's distance from the headline threshold, on the headline's side (one-sided)")
 
 
 def check_null_params(cid, p, study, points) -> None:
@@ -45,6 +47,17 @@ def min_distance(head: Criterion, real: Estimate, share: float) -> float:
         return 0.0
     gap = head.threshold - abs(x) if head.side == "within" else x - head.threshold
     return share * abs(gap)
+
+
+def control_side(head: Criterion, null: Estimate) -> tuple[str, float]:
+    """(side, sign of δ) of the one-sided control on real − null: the headline's direction; for a tolerance
+    ``within ±t`` the real estimate must be nearer 0 than the null's, i.e. below it where the null is positive."""
+    if head.side == ">":
+        return "ahead>", 1.0
+    if head.side == "<":
+        return "ahead<", -1.0
+    positive = null.value is None or not math.isfinite(null.value) or null.value >= 0
+    return ("ahead<", -1.0) if positive else ("ahead>", 1.0)
 
 
 def split_partners(tables: dict) -> tuple[dict, dict]:
@@ -105,9 +118,10 @@ def null_controls(claim_, real_outcome, real: dict, nulls: dict, params: dict, n
         rec["points"] = sorted(covered)
         diff = difference(real_est, null_est)
         delta = min_distance(head, real_est, params.get("null_min_share", NULL_DEFAULTS["null_min_share"]))
+        side, sign = control_side(head, null_est) if claim_.null_control == "one_sided" else ("apart", 1.0)
         c = Criterion(f"real_vs_{kind}", f"{head.name}: real pairs − pairs with a {kind.replace('_', '-')} partner B "
-                                         f"(same run, same seeds), at least ±{delta:.3g} apart", diff, "apart",
-                      delta, CONTROL_SOURCE, kind="control", control=f"{kind} partners")
+                                         f"(same run, same seeds), beyond {sign * delta:.3g} in the paper's direction",
+                      diff, side, sign * delta, CONTROL_SOURCE, kind="control", control=f"{kind} partners")
         criteria.append(c)
         null_head = next((t for t in null_out.criteria if t.name == head.name), None)
         records.append({**rec, "status": "run", "null": null_est.as_dict(), "difference": diff.as_dict(),

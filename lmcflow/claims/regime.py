@@ -20,6 +20,9 @@ from lmcflow.claims import stats
 
 BELOW_REGIME = "below_regime"
 DECAY_MODEL = "ln(mean barrier) = a + β·ln(width), least squares over the grid's widths"
+FLOOR_MODEL = "ln(mean barrier) = ln(c + e^a·width^β), c ≥ 0 the floor, least squares over the grid's widths"
+COMPARISON = ("AICc of the two fits on the log scale (n ln(RSS/n) + 2k + 2k(k+1)/(n−k−1), k = 2 and 3); the floor "
+              "model is chosen where its AICc is lower, and only with n ≥ 5 widths (fewer: the power law)")
 
 
 @dataclass(frozen=True)
@@ -103,10 +106,24 @@ def predicted_crossing(sample: stats.Sample, barriers, widths, threshold: float,
                            if math.isfinite(crossing_width(widths, barriers(m), threshold)) else math.nan, sample)
     width = 2.0 ** log2w.value if math.isfinite(log2w.value) else None
     ci = [2.0 ** log2w.ci_low, 2.0 ** log2w.ci_high] if log2w.has_ci() else None
+    means = np.asarray(barriers(sample.cells()), dtype=float)
+    comparison = compare_decay_models(widths, means, threshold)
+    floor = stats.estimate(lambda m: floor_fit(widths, barriers(m))[0], sample) if len(widths) >= 4 else None
+    if comparison.get("chosen") == "floor":  # the prediction under the chosen model, its interval on log2
+
+        def log2_cross(m):
+            c = compare_decay_models(widths, np.asarray(barriers(m), dtype=float), threshold)["crossing_width"]
+            return math.log2(c) if c else math.nan
+
+        log2w = stats.estimate(log2_cross, sample)
+        width = 2.0 ** log2w.value if math.isfinite(log2w.value) else None
+        ci = [2.0 ** log2w.ci_low, 2.0 ** log2w.ci_high] if log2w.has_ci() else None
     return {"model": DECAY_MODEL, "criterion": criterion, "threshold": float(threshold), "widths": widths,
             "exponent": exponent.as_dict(), "log2_width": log2w.as_dict(), "width": width, "width_ci": ci,
             "beyond_grid": None if width is None else width > max(widths),
-            "ci_method": stats.CI_METHOD}
+            "ci_method": stats.CI_METHOD, "model_comparison": comparison,
+            "floor": floor.as_dict() if floor is not None else None,
+            "chosen": comparison.get("chosen"), "floor_below_threshold": comparison.get("floor_below_threshold")}
 
 
 def regime_columns(result: dict) -> dict:
@@ -121,3 +138,69 @@ def regime_columns(result: dict) -> dict:
             "paper_width": num(reg.get("paper_width")), "our_widest": num(reg.get("our_widest")),
             "crossing_width": num(reg.get("predicted_crossing_width")),
             "crossing_width_ci_low": num(ci[0]), "crossing_width_ci_high": num(ci[1])}
+
+
+# --------------------------------------------------------------------------- a power law with a floor
+def floor_fit(widths, barriers) -> tuple[float, float, float, float]:
+    """(c, a, β, rss) of ``FLOOR_MODEL`` (NaN where a barrier is not positive or < 4 widths): the floor c on a grid
+    of [0, min barrier) and, for each c, the power law of the barrier above it; the best c refined by golden
+    section on the log-scale residual sum of squares."""
+    w, b = np.asarray(widths, dtype=float), np.asarray(barriers, dtype=float)
+    if len(w) < 4 or not np.all(np.isfinite(b)) or not np.all(b > 0):
+        return (math.nan,) * 4
+    x, y = np.log(w), np.log(b)
+
+    def fit(c):
+        z = np.log(b - c)
+        beta = stats.slope(x, z)
+        a = float(z.mean() - beta * x.mean())
+        rss = float(np.sum((np.log(c + np.exp(a + beta * x)) - y) ** 2))
+        return rss, a, beta
+
+    grid = np.linspace(0.0, b.min() * 0.999, 200)
+    rss = np.array([fit(c)[0] for c in grid])
+    k = int(np.argmin(rss))
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+    for _ in range(40):  # golden-section refinement of c
+        m1, m2 = lo + 0.382 * (hi - lo), lo + 0.618 * (hi - lo)
+        if fit(m1)[0] < fit(m2)[0]:
+            hi = m2
+        else:
+            lo = m1
+    c = (lo + hi) / 2
+    r, a, beta = fit(c)
+    return float(c), a, float(beta), r
+
+
+def aicc(rss: float, n: int, k: int) -> float:
+    if n - k - 1 <= 0 or not math.isfinite(rss):
+        return math.nan
+    return n * math.log(max(rss, 1e-300) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
+
+
+def compare_decay_models(widths, barriers, threshold: float) -> dict:
+    """Power law vs power law with a floor for the per-width mean barriers: both fits, their AICc, the chosen
+    model, the crossing width under it (None where the floor lies at or above the threshold: no crossing), the
+    residuals of the power law and the number of sign runs in them (few runs: curved residuals)."""
+    w, b = np.asarray(widths, dtype=float), np.asarray(barriers, dtype=float)
+    a, beta = decay_fit(w, b)
+    out = {"models": {"power_law": DECAY_MODEL, "floor": FLOOR_MODEL}, "comparison": COMPARISON, "chosen": None}
+    if not math.isfinite(beta):
+        return out
+    res = np.log(b) - (a + beta * np.log(w))
+    runs = 1 + int(np.sum(np.sign(res[1:]) != np.sign(res[:-1])))
+    c, fa, fbeta, frss = floor_fit(w, b)
+    n = len(w)
+    aic_p, aic_f = aicc(float(res @ res), n, 2), aicc(frss, n, 3)
+    chosen = "floor" if math.isfinite(aic_f) and math.isfinite(aic_p) and aic_f < aic_p and n >= 5 else "power_law"
+    if chosen == "floor":
+        crossing = (math.exp((math.log(threshold - c) - fa) / fbeta) if threshold > c and fbeta < 0 else None)
+    else:
+        crossing = crossing_width(w, b, threshold)
+        crossing = crossing if math.isfinite(crossing) else None
+    out.update({"chosen": chosen, "aicc": {"power_law": aic_p, "floor": aic_f},
+                "power_law": {"a": a, "exponent": beta, "residuals": res.tolist(), "sign_runs": runs},
+                "floor": {"c": c, "a": fa, "exponent": fbeta, "rss": frss},
+                "floor_below_threshold": None if not math.isfinite(c) else bool(c < threshold),
+                "crossing_width": crossing})
+    return out

@@ -21,6 +21,8 @@ PAPER = "Ito et al., ICLR 2026 (arXiv 2510.08023)"
 TABLE1 = "Ito et al. 2026, Table 1 (λ = ½ error barrier; as a fraction of test error, 0.0052 = 0.52%)"
 WD = {"weight_decay": "train.weight_decay"}
 MECH = {"method": "identity", "weight_decay": 3.0e-3}
+# every width-paper claim: endpoint gate, convergence gate and a one-sided null control
+WIDTH_CLAIM = {"gate_endpoints": True, "converged": True, "null_control": "one_sided"}
 
 
 @dataclass(frozen=True)
@@ -173,3 +175,33 @@ def fitted_decay_exponent(lam, ratio, bounds=(0.25, 64.0), xtol: float = 1e-6):
                         np.where(left, loss(c_left), fd), np.where(left, fc, loss(d_right)))
     out = np.where(ok, (lo + hi) / 2, np.nan)
     return float(out) if out.ndim == 0 else out
+
+
+# --------------------------------------------------------------------------- the merge against both endpoints
+def path_ends(t: dict, p: dict, weight_decay, column: str = "error", methods=None):
+    """Per seed pair, width and merge method (``interpolation``, split ``p["split"]``, one weight-decay arm), the
+    column at the two endpoints and the midpoint: ``end_0``, ``end_1``, ``mid``, and what the width claims read:
+    ``gap`` = max(|mid − end_0|, |mid − end_1|), the midpoint's distance from the farther endpoint ("accuracy equal
+    to the originals": both of them), ``ends_gap`` = |end_0 − end_1| and ``barrier`` = mid − ½(end_0 + end_1).
+    A useless partner B (at chance, untrained or collapsed) is far from A and from the merge: its ``gap`` and
+    ``ends_gap`` are large whatever the merge does."""
+    need("interpolation" in t and len(t["interpolation"]), "interpolation rows (the merge's path) of the pairs")
+    df = select(t["interpolation"], split=p.get("split", "test"), weight_decay=weight_decay)
+    if methods is not None:
+        df = df[df.method.isin(list(methods))]
+    lam = df.lam.to_numpy(dtype=float)
+    df = df[np.isclose(lam, 0.0) | np.isclose(lam, 0.5) | np.isclose(lam, 1.0)].assign(
+        end=lambda d: np.select([np.isclose(d.lam, 0.0), np.isclose(d.lam, 1.0)], ["end_0", "end_1"], "mid"))
+    keys = ["seed_a", "seed_b", "width", "method"] + (["point"] if "point" in df.columns else [])
+    wide = df.pivot_table(index=keys, columns="end", values=column, aggfunc="mean").reset_index()
+    need(all(c in wide.columns for c in ("end_0", "end_1", "mid")) and len(wide),
+         f"{column} at λ = 0, ½ and 1 of the interpolation path")
+    return wide.assign(gap=lambda d: np.maximum((d.mid - d.end_0).abs(), (d.mid - d.end_1).abs()),
+                       ends_gap=lambda d: (d.end_0 - d.end_1).abs(),
+                       barrier=lambda d: d.mid - (d.end_0 + d.end_1) / 2)
+
+
+def upper_widths(widths: list, from_width: float) -> list:
+    """The widths a trend is taken over: those ≥ ``from_width`` (×1), or the two widest where fewer lie there."""
+    up = [w for w in widths if w >= from_width - 1e-12]
+    return up if len(up) >= 2 else list(widths[-2:])

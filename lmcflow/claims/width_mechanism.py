@@ -11,10 +11,12 @@ import numpy as np
 
 from lmcflow.claims.core import Criterion, Outcome, claim, need, pivot, select
 from lmcflow.claims.stats import estimate, slope, trend_axis
+from lmcflow.claims.thresholds import source
 from lmcflow.claims.width import (
     MECH,
     PAPER,
     WD,
+    WIDTH_CLAIM,
     fitted_decay_exponent,
     interior,
     layer_rows,
@@ -22,6 +24,7 @@ from lmcflow.claims.width import (
     n_weight_layers,
     over_widths,
     requires_mechanism,
+    upper_widths,
     widest_common,
     with_arms,
 )
@@ -30,7 +33,7 @@ from lmcflow.config import ConfigError
 NULL_SOURCE = "null: the same cosine with the pairing of samples between A and B shuffled (layer_metrics)"
 
 
-@claim(id="lewc", paper=PAPER, gate_endpoints=True,
+@claim(id="lewc", paper=PAPER, **WIDTH_CLAIM,
        statement="Without permutation, the layer-wise exponentially weighted connectivity (LEWC) cosine "
                  "cos(f_l(θ_λ), λ^l f_l(θ_A) + (1−λ)^l f_l(θ_B)) rises with width toward 1, and at the widest "
                  "width holds at every interior λ ≠ ½, beats the same cosine with the sample pairing of A and B "
@@ -38,8 +41,8 @@ NULL_SOURCE = "null: the same cosine with the pairing of samples between A and B
                  "the LEWC cosine of A with a random perturbation of A as far away as B is reported beside it).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_mechanism("weight_decay", lam=False, interior=True),),
-       defaults={**MECH, "min_layer": 2, "min_lewc_widest": 0.9, "min_gain_over_shuffled": 0.5,
-                 "min_gap_over_llfc": 0.0})
+       defaults={**MECH, "min_layer": 2, "min_gain_over_shuffled": 0.5, "min_gap_over_llfc": 0.0,
+                 "trend_from_width": 1.0})
 def lewc(t: dict, p: dict) -> Outcome:
     df = interior(layer_rows(t, p, p["weight_decay"]))
     sample, lab = pivot(df, ["lewc_cos", "lewc_cos_shuffled", "llfc_cos", "lewc_cos_perturbed"], ["width", "lam_paper"])
@@ -52,30 +55,29 @@ def lewc(t: dict, p: dict) -> Outcome:
         null = m["lewc_cos_shuffled", widest]
         return np.min((m["lewc_cos", widest] - null) / (1 - null))
 
+    up = upper_widths(widths, p["trend_from_width"])
+    x_up, _ = trend_axis(up)
     criteria = [
-        Criterion("lewc_widest", f"LEWC cosine at the widest width {widths[-1]:g}, worst interior λ "
-                            f"(min over λ ∈ {lams} of the mean over layers ≥ {p['min_layer']})",
-             estimate(lambda m: m["lewc_cos", widest].min(), sample), ">", p["min_lewc_widest"],
-             "convention: a cosine of 0.9 (the paper: LEWC approaches 1 with width)"),
-        Criterion("gain_over_shuffled", "(LEWC − null)/(1 − null) at the widest width, worst λ; null = the LEWC target "
-                                   "built from the dominant model's features on shuffled samples",
-             estimate(gain, sample), ">", p["min_gain_over_shuffled"],
-             NULL_SOURCE + "; convention: LEWC closes over half of the null's gap to 1", kind="control",
-             control="shuffled sample pairing"),
+        Criterion("gain_over_shuffled", "B's part of the merged features, worst interior λ at the widest width "
+                                        f"{widest:g}: (LEWC − null)/(1 − null), null = the LEWC target with the "
+                                        "dominant model's features (B's at λ < ½) taken at other inputs (mean over "
+                                        f"layers ≥ {p['min_layer']})",
+                  estimate(gain, sample), ">", p["min_gain_over_shuffled"], source("min_gain_over_shuffled"),
+                  kind="control", control="shuffled sample pairing"),
         Criterion("lewc_minus_llfc", "LEWC − LLFC cosine at the widest width, worst λ",
-             estimate(lambda m: np.min(m["lewc_cos", widest] - m["llfc_cos", widest]), sample),
-             ">", p["min_gap_over_llfc"],
-             "paper: LEWC, not LLFC, describes the merged features without permutation", kind="control",
-             control="LLFC"),
-        Criterion("trend", "slope of the worst-λ LEWC cosine against log2 width, over all widths",
-             estimate(lambda m: slope(x, m["lewc_cos"].min(axis=1)), sample), ">", 0.0, "paper: LEWC rises with width",
-             kind="trend"),
+                  estimate(lambda m: np.min(m["lewc_cos", widest] - m["llfc_cos", widest]), sample),
+                  ">", p["min_gap_over_llfc"], source("min_gap_over_llfc"), kind="control", control="LLFC"),
+        Criterion("trend", f"slope of the worst-λ LEWC cosine against log2 width over the widths "
+                           f"{', '.join(f'{w:g}' for w in up)}",
+                  estimate(lambda m: slope(x_up, m["lewc_cos", up].min(axis=1)), sample), ">", 0.0,
+                  "paper: LEWC rises with width", kind="trend"),
     ]
     # reported, not a criterion: the paper claims LEWC holds, not that it is specific to B; A plus a random direction
     # of B's size keeps A's features almost exactly (0.998-0.999 at every width of the default run), so the
     # difference measures how linear a random step is, not whether LEWC holds (docs/claims.md)
     reported = {"lewc_minus_perturbed": estimate(
-        lambda m: np.min(m["lewc_cos", widest] - m["lewc_cos_perturbed", widest]), sample)}
+        lambda m: np.min(m["lewc_cos", widest] - m["lewc_cos_perturbed", widest]), sample),
+                "lewc_widest": estimate(lambda m: m["lewc_cos", widest].min(), sample)}
     means = sample.cells()
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
         "widths": widths, "lambdas": lams, "mean_lewc_by_width_and_lambda": means.list("lewc_cos"),
@@ -84,69 +86,78 @@ def lewc(t: dict, p: dict) -> Outcome:
         "mean_lewc_perturbed_by_width_and_lambda": means.list("lewc_cos_perturbed")})
 
 
-@claim(id="weak-additivity", paper=PAPER, gate_endpoints=True,
-       statement="ReLU is weakly additive on the two models' pre-activations (nearly linear on the merged "
-                 "pre-activations): at the widest width cos(σ(½z̃_A(x) + ½z̃_B(x)), ½σ(z̃_A(x)) + ½σ(z̃_B(x))) is "
-                 "high, it rises over the whole width grid, and it is not below the same cosine for the "
-                 "pre-activations of unrelated inputs (the pairing of samples between A and B shuffled).",
+@claim(id="weak-additivity", paper=PAPER, **WIDTH_CLAIM,
+       statement="ReLU is weakly additive on the two models' pre-activations: at the widest width "
+                 "cos(σ(½z̃_A(x) + ½z̃_B(x)), ½σ(z̃_A(x)) + ½σ(z̃_B(x))) is above what independent Gaussian vectors "
+                 "of each input's own norm balance give (a B whose pre-activations vanish makes both 1: no excess), "
+                 "it rises with width over the upper part of the grid, and it is not below the same cosine for "
+                 "unrelated inputs (the sample pairing of A and B shuffled).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_mechanism("weight_decay"),),
-       defaults={**MECH, "lam": 0.5, "min_layer": 1, "min_cos_widest": 0.9, "max_shortfall_vs_shuffled": 0.05})
+       defaults={**MECH, "lam": 0.5, "min_layer": 1, "min_excess_over_reference": 0.0,
+                 "max_shortfall_vs_shuffled": 0.05, "trend_from_width": 1.0})
 def weak_additivity(t: dict, p: dict) -> Outcome:
     df = layer_rows(t, p, p["weight_decay"], p["lam"])
-    sample, widths, x = over_widths(df, ["weak_additivity", "weak_additivity_shuffled", "weak_additivity_gaussian"],
+    need("weak_additivity_reference" in df.columns and df.weak_additivity_reference.notna().any(),
+         "no weak_additivity_reference (tables made before it: rerun the mechanism jobs)")
+    df = df.assign(excess=lambda d: d.weak_additivity - d.weak_additivity_reference)
+    sample, widths, x = over_widths(df, ["excess", "weak_additivity", "weak_additivity_shuffled",
+                                         "weak_additivity_reference", "weak_additivity_gaussian"],
                                     f"weak-additivity rows at ≥ 2 widths at λ = {p['lam']}")
-    widest = widths[-1]
+    widest, up = widths[-1], upper_widths(widths, p["trend_from_width"])
+    x_up, _ = trend_axis(up)
     criteria = [
-        Criterion("cos_widest", f"weak-additivity cosine at the widest width {widest:g} (λ = {p['lam']}, mean over "
-                                f"layers ≥ {p['min_layer']})", estimate(lambda m: m["weak_additivity", widest], sample),
-                  ">", p["min_cos_widest"],
-                  "convention: a cosine of 0.9, as for LEWC (the paper, Fig. 4: ReLU is nearly linear on the "
-                  "merged pre-activations, a high cosine)"),
-        Criterion("trend", "slope of the mean weak-additivity cosine against log2 width, over all widths",
-                  estimate(lambda m: slope(x, m["weak_additivity"]), sample), ">", 0.0,
+        Criterion("excess_over_reference", f"weak-additivity cosine minus the independent-Gaussian cosine at each "
+                                           f"input's norm balance (λ‖z̃_A‖, (1 − λ)‖z̃_B‖), widest width {widest:g} "
+                                           f"(λ = {p['lam']}, mean over layers ≥ {p['min_layer']})",
+                  estimate(lambda m: m["excess", widest], sample), ">", p["min_excess_over_reference"],
+                  source("min_excess_over_reference")),
+        Criterion("trend", f"slope of the mean weak-additivity cosine against log2 width over the widths "
+                           f"{', '.join(f'{w:g}' for w in up)}",
+                  estimate(lambda m: slope(x_up, m["weak_additivity", up]), sample), ">", 0.0,
                   "paper: weak additivity is a high-dimensional effect (it grows with width)", kind="trend"),
         Criterion("shortfall_vs_shuffled", "weak-additivity cosine with the sample pairing of A and B shuffled minus "
                                            "the pair's, at the widest width",
                   estimate(lambda m: m["weak_additivity_shuffled", widest] - m["weak_additivity", widest], sample),
-                  "<", p["max_shortfall_vs_shuffled"],
-                  NULL_SOURCE + "; control (direction: not below): the paper's mechanism predicts the pair at the "
-                  "level the models' own pre-activations give for unrelated inputs; a pair more than the "
-                  "convention 0.05 below it has pre-activations that interfere on the same input",
+                  "<", p["max_shortfall_vs_shuffled"], NULL_SOURCE + "; " + source("max_shortfall_vs_shuffled"),
                   kind="control", control="shuffled sample pairing"),
     ]
-    reported = {"gain_over_shuffled": estimate(
-        lambda m: m["weak_additivity", widest] - m["weak_additivity_shuffled", widest], sample),
+    reported = {"cos_widest": estimate(lambda m: m["weak_additivity", widest], sample),
+                "reference_widest": estimate(lambda m: m["weak_additivity_reference", widest], sample),
                 "shuffled_widest": estimate(lambda m: m["weak_additivity_shuffled", widest], sample)}
     means = sample.cells()
     return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
-        "widths": widths, "mean_by_width": means.list("weak_additivity"),
+        "widths": widths, "trend_widths": up, "mean_by_width": means.list("weak_additivity"),
+        "mean_reference_by_width": means.list("weak_additivity_reference"),
         "mean_shuffled_by_width": means.list("weak_additivity_shuffled"),
-        "gaussian_reference": float(np.nanmean(means["weak_additivity_gaussian"]))})
+        "gaussian_reference_equal_norms": float(np.nanmean(means["weak_additivity_gaussian"]))})
 
 
-@claim(id="reciprocal-orthogonality", paper=PAPER, gate_endpoints=True,
+@claim(id="reciprocal-orthogonality", paper=PAPER, **WIDTH_CLAIM,
        statement="Reciprocal orthogonality: the cross terms W_A z_B and W_B z_A are small against W_A z_A and "
                  "W_B z_B at the widest width, the cross-norm ratio falls over the whole width grid, and it is no "
                  "larger than what each model gives against a randomly permuted copy of itself (the "
                  "orthogonality that low rank alone explains).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_mechanism("weight_decay"),),
-       defaults={**MECH, "lam": 0.5, "min_layer": 2, "max_ratio_widest": 0.5, "max_excess_over_permuted": 0.1})
+       defaults={**MECH, "lam": 0.5, "min_layer": 2, "max_ratio_widest": 0.5, "max_excess_over_permuted": 0.1,
+                 "trend_from_width": 1.0})
 def reciprocal_orthogonality(t: dict, p: dict) -> Outcome:
     df = layer_rows(t, p, p["weight_decay"], p["lam"]).assign(
         cross_ratio=lambda d: (d.cross_ratio_a + d.cross_ratio_b) / 2,
         cross_ratio_permuted=lambda d: (d.cross_ratio_permuted_a + d.cross_ratio_permuted_b) / 2)
     sample, widths, x = over_widths(df, ["cross_ratio", "cross_ratio_permuted", "cross_cos"],
                                     f"cross-norm ratios at ≥ 2 widths with layers ≥ {p['min_layer']}")
-    widest = widths[-1]
+    widest, up = widths[-1], upper_widths(widths, p["trend_from_width"])
+    x_up, _ = trend_axis(up)
     criteria = [
         Criterion("ratio_widest", f"cross-norm ratio ½(‖W_A z_B‖/‖W_A z_A‖ + ‖W_B z_A‖/‖W_B z_B‖) at the widest width "
                              f"{widths[-1]:g} (layers ≥ {p['min_layer']})",
              estimate(lambda m: m["cross_ratio", widest], sample), "<", p["max_ratio_widest"],
-             "convention: W_A z_B ≈ 0 read as a cross term at most half the size of the own term"),
-        Criterion("trend", "slope of the mean cross-norm ratio against log2 width, over all widths",
-             estimate(lambda m: slope(x, m["cross_ratio"]), sample),
+             source("max_ratio_widest")),
+        Criterion("trend", f"slope of the mean cross-norm ratio against log2 width over the widths "
+                           f"{', '.join(f'{w:g}' for w in up)}",
+             estimate(lambda m: slope(x_up, m["cross_ratio", up]), sample),
              "<", 0.0, "paper: the cross terms shrink as width grows",
              kind="trend"),
         Criterion("excess_over_permuted", "cross-norm ratio minus the ratio of each model against a randomly permuted "
@@ -166,7 +177,7 @@ def reciprocal_orthogonality(t: dict, p: dict) -> Outcome:
         "mean_cross_cos_by_width": means.list("cross_cos")})
 
 
-@claim(id="low-rank", paper=PAPER, gate_endpoints=True,
+@claim(id="low-rank", paper=PAPER, **WIDTH_CLAIM,
        statement="Weight decay makes the hidden weights relatively low-rank: the relative effective rank falls over "
                  "the whole width grid under the default weight decay, and at the widest width it is below that of "
                  "the weak weight-decay arm (weak decay raises the rank) and clearly below that of an unstructured "
@@ -175,7 +186,7 @@ def reciprocal_orthogonality(t: dict, p: dict) -> Outcome:
        selects={"weight_decay": "train.weight_decay", "weak_weight_decay": "train.weight_decay"},
        requires=(requires_mechanism("weight_decay", "weak_weight_decay"),),
        defaults={**MECH, "weak_weight_decay": 1.0e-4, "lam": 0.5, "min_layer": 2, "max_rank_gap": 0.0,
-                 "max_fraction_of_random": 0.9})
+                 "max_fraction_of_random": 0.9, "trend_from_width": 1.0})
 def low_rank(t: dict, p: dict) -> Outcome:
     df = with_arms(p, lambda wd: layer_rows(t, p, wd, p["lam"])).assign(
         erank_rel=lambda d: np.maximum(d.erank_rel_a, d.erank_rel_b),
@@ -188,21 +199,22 @@ def low_rank(t: dict, p: dict) -> Outcome:
     default_widths = sorted(set(df[df.arm == "default"].width))
     need(len(default_widths) >= 2, "the default arm at ≥ 2 widths")
     x, _ = trend_axis(default_widths)
+    up = upper_widths(default_widths, p["trend_from_width"])
+    x_up, _ = trend_axis(up)
     criteria = [
+        Criterion("fraction_of_random", f"relative effective rank (default arm, the pair's larger) at width {wmax:g} "
+                                        f"as a fraction of that of a random Gaussian matrix of the same shape",
+                  estimate(lambda m: m["erank_rel", "default", wmax] / m["erank_rel_random", "default", wmax], sample),
+                  "<", p["max_fraction_of_random"], source("max_fraction_of_random"), kind="control",
+                  control="random matrix of the same shape"),
         Criterion("default_minus_weak", f"relative effective rank erank/min(shape) (the pair's larger; layers ≥ "
-                                   f"{p['min_layer']}) at width {wmax:g}: default − weak weight decay",
-             estimate(lambda m: m["erank_rel", "default", wmax] - m["erank_rel", "weak", wmax], sample),
-             "<", p["max_rank_gap"],
-             "control, paper: weak weight decay raises the rank", kind="control", control="weak weight-decay arm"),
-        Criterion("fraction_of_random", f"relative effective rank (default arm) at width {wmax:g} as a fraction of "
-                                   f"that of a random Gaussian matrix of the same shape",
-             estimate(lambda m: m["erank_rel", "default", wmax] / m["erank_rel_random", "default", wmax], sample),
-             "<", p["max_fraction_of_random"],
-             "null: an unstructured weight (untrained, or memorising shuffled labels, sits at ≈ 1); convention: "
-             "'low rank' means at least 10% below it", kind="control", control="random matrix of the same shape"),
-        Criterion("trend", "slope of the relative effective rank (default arm) against log2 width, over all widths",
-             estimate(lambda m: slope(x, m["erank_rel", "default", default_widths]), sample), "<", 0.0,
-             "paper: the weights become relatively low-rank as width grows", kind="trend"),
+                                        f"{p['min_layer']}) at width {wmax:g}: default − weak weight decay",
+                  estimate(lambda m: m["erank_rel", "default", wmax] - m["erank_rel", "weak", wmax], sample),
+                  "<", p["max_rank_gap"], source("max_rank_gap"), kind="control", control="weak weight-decay arm"),
+        Criterion("trend", f"slope of the relative effective rank (default arm) against log2 width over the widths "
+                           f"{', '.join(f'{w:g}' for w in up)}",
+                  estimate(lambda m: slope(x_up, m["erank_rel", "default", up]), sample), "<", 0.0,
+                  "paper: the weights become relatively low-rank as width grows", kind="trend"),
     ]
     reported = {"erank_rel_default_widest": estimate(lambda m: m["erank_rel", "default", wmax], sample),
                 "erank_rel_weak_widest": estimate(lambda m: m["erank_rel", "weak", wmax], sample),
@@ -216,43 +228,49 @@ def low_rank(t: dict, p: dict) -> Outcome:
         "random_matrix_erank_rel_by_width": means.list("erank_rel_random", "default")})
 
 
-@claim(id="cross-transformation-cosine", paper=PAPER, gate_endpoints=True,
-       statement="The merged layer acts on the merged input like the sum of the two models' own layers: the "
-                 "cross-transformation cosine cos((W_A + W_B)(z_A + z_B), W_A z_A + W_B z_B) of the paper's "
-                 "orthogonality figure rises over the whole width grid toward 1, is near 1 at the widest width, and "
-                 "is no lower than what each model gives with a randomly relabelled copy of itself (layers l ≥ 2).",
+@claim(id="cross-transformation-cosine", paper=PAPER, **WIDTH_CLAIM,
+       statement="Each model's layer acts on the merged input as on its own: at the widest width "
+                 "cos(W_A(z_A + z_B), W_A z_A) and cos(W_B(z_A + z_B), W_B z_B), the worse of the two per pair, are "
+                 "above what a full-rank random layer gives with an independent input of the same norm (1/√2), "
+                 "rising with width over the upper part of the grid; the paper's cross-transformation cosine "
+                 "cos((W_A + W_B)(z_A + z_B), W_A z_A + W_B z_B) is no lower than each model gives with a randomly "
+                 "relabelled copy of itself (layers l ≥ 2).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_mechanism("weight_decay"),),
-       defaults={**MECH, "lam": 0.5, "min_layer": 2, "min_cos_widest": 0.9, "max_shortfall_vs_permuted": 0.05})
+       defaults={**MECH, "lam": 0.5, "min_layer": 2, "min_own_input_cos": float(1 / np.sqrt(2)),
+                 "max_shortfall_vs_permuted": 0.05, "trend_from_width": 1.0})
 def cross_transformation_cosine(t: dict, p: dict) -> Outcome:
-    df = layer_rows(t, p, p["weight_decay"], p["lam"]).assign(
-        permuted=lambda d: (d.cross_transform_cos_permuted_a + d.cross_transform_cos_permuted_b) / 2)
-    sample, widths, x = over_widths(df, ["cross_transform_cos", "permuted", "cross_ratio_a"],
+    df = layer_rows(t, p, p["weight_decay"], p["lam"])
+    need("own_input_cos_a" in df.columns and df.own_input_cos_a.notna().any(),
+         "no own_input_cos_a/b (tables made before them: rerun the mechanism jobs)")
+    df = df.assign(permuted=lambda d: (d.cross_transform_cos_permuted_a + d.cross_transform_cos_permuted_b) / 2,
+                   own=lambda d: np.minimum(d.own_input_cos_a, d.own_input_cos_b))
+    sample, widths, x = over_widths(df, ["own", "cross_transform_cos", "permuted", "own_norm_ratio"],
                                     f"cross-transformation cosines at ≥ 2 widths with layers ≥ {p['min_layer']}")
-    widest = widths[-1]
+    widest, up = widths[-1], upper_widths(widths, p["trend_from_width"])
+    x_up, _ = trend_axis(up)
     criteria = [
-        Criterion("cos_widest", f"cross-transformation cosine at the widest width {widths[-1]:g} (mean over layers "
-                                f"≥ {p['min_layer']})", estimate(lambda m: m["cross_transform_cos", widest], sample),
-                  ">", p["min_cos_widest"],
-                  "convention: a cosine of 0.9, as for LEWC (the paper: the cosine goes to 1 with width)"),
-        Criterion("trend", "slope of the mean cross-transformation cosine against log2 width, over all widths",
-                  estimate(lambda m: slope(x, m["cross_transform_cos"]), sample),
-                  ">", 0.0, "paper: the cosine rises with width",
-                  kind="trend"),
-        Criterion("shortfall_vs_permuted", "cosine of each model with a randomly relabelled copy of itself minus the "
-                                           "pair's cosine, at the widest width",
+        Criterion("own_input_cos_widest", f"worse of cos(W_A(z_A + z_B), W_A z_A) and cos(W_B(z_A + z_B), W_B z_B) per "
+                                          f"pair at the widest width {widest:g} (mean over layers ≥ {p['min_layer']})",
+                  estimate(lambda m: m["own", widest], sample), ">", p["min_own_input_cos"],
+                  source("min_own_input_cos")),
+        Criterion("trend", f"slope of that mean cosine against log2 width over the widths "
+                           f"{', '.join(f'{w:g}' for w in up)}",
+                  estimate(lambda m: slope(x_up, m["own", up]), sample), ">", 0.0,
+                  "paper: the cross-transformation approaches the sum of the own ones with width", kind="trend"),
+        Criterion("shortfall_vs_permuted", "cross-transformation cosine of each model with a randomly relabelled copy "
+                                           "of itself minus the pair's, at the widest width",
                   estimate(lambda m: m["permuted", widest] - m["cross_transform_cos", widest], sample),
-                  "<", p["max_shortfall_vs_permuted"],
-                  "control (direction: not below): the relabelled copy gives the cosine the model's own low rank "
-                  "explains; a pair more than the convention 0.05 below it has cross terms low rank does not "
-                  "explain (an untrained or unrelated B)", kind="control",
+                  "<", p["max_shortfall_vs_permuted"], source("max_shortfall_vs_permuted"), kind="control",
                   control="each model against a randomly relabelled copy of itself"),
     ]
+    reported = {"cross_transform_cos_widest": estimate(lambda m: m["cross_transform_cos", widest], sample),
+                "own_norm_ratio_widest": estimate(lambda m: m["own_norm_ratio", widest], sample)}
     means = sample.cells()
-    return Outcome(criteria, sample.n_seeds, sample.n_pairs, {}, {
-        "widths": widths, "mean_cos_by_width": means.list("cross_transform_cos"),
-        "mean_permuted_cos_by_width": means.list("permuted"),
-        "mean_cross_ratio_a_by_width": means.list("cross_ratio_a")})
+    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
+        "widths": widths, "trend_widths": up, "mean_own_input_cos_by_width": means.list("own"),
+        "mean_cos_by_width": means.list("cross_transform_cos"), "mean_permuted_cos_by_width": means.list("permuted"),
+        "mean_own_norm_ratio_by_width": means.list("own_norm_ratio")})
 
 
 def requires_no_normalisation(cid, p, study, points) -> None:
@@ -263,15 +281,15 @@ def requires_no_normalisation(cid, p, study, points) -> None:
                           f"re-estimated at every λ rescales each layer); study {study!r} uses model.norm {norms}")
 
 
-@claim(id="logit-norm-decay", paper=PAPER, gate_endpoints=True,
+@claim(id="logit-norm-decay", paper=PAPER, **WIDTH_CLAIM,
        statement="Along the plain-average path the logits shrink as LEWC predicts, ‖z(θ_λ)‖ ≈ (λ^D + (1−λ)^D) × the "
                  "endpoints' norm for D weight layers (which is why the raw loss barrier is large and temperature "
                  "calibration removes it), and the fitted inverse temperature β undoes the decay: at the widest width "
-                 "the exponent fitted to the logit norms along λ is within one layer of D, and β(½)·‖z(θ_½)‖ is "
+                 "the exponent fitted to the logit norms along λ is within half a layer of D, and β(½)·‖z(θ_½)‖ is "
                  "within a factor 2 of the endpoints' β·‖z‖.",
        tables=("interpolation",), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_no_normalisation,),
-       defaults={"method": "identity", "split": "test", "weight_decay": 3.0e-3, "max_exponent_error": 1.0,
+       defaults={"method": "identity", "split": "test", "weight_decay": 3.0e-3, "max_exponent_error": 0.5,
                  "max_log2_compensation_error": 1.0})
 def logit_norm_decay(t: dict, p: dict) -> Outcome:
     df = select(t["interpolation"], method=p["method"], split=p["split"], weight_decay=p["weight_decay"])
@@ -291,12 +309,17 @@ def logit_norm_decay(t: dict, p: dict) -> Outcome:
     def relative(m, column, lam=slice(None)):  # the curve (at lam) relative to the mean of its endpoints
         return m[column, lam] / (0.5 * (m[column, 0.0] + m[column, 1.0]))
 
+    def to_smaller(m, column):  # relative to the smaller endpoint: LEWC's λ^D + (1−λ)^D needs endpoints of equal
+        # norm; a B without logits of A's size (untrained, collapsed) leaves the curve far above 1, no such decay
+        return m[column] / np.minimum(m[column, 0.0], m[column, 1.0])
+
     criteria = [
-        Criterion("exponent_error", f"fitted decay exponent D̂ of the mean logit norm along λ ({p['split']}, width "
-                                    f"{widths[-1]:g}) minus LEWC's D = {depth}",
-                  estimate(lambda m: fitted_decay_exponent(lams, relative(m, "logit_norm")) - depth, sample), "within",
+        Criterion("exponent_error", f"fitted decay exponent D̂ of the mean logit norm along λ relative to the smaller "
+                                    f"endpoint's ({p['split']}, width {widths[-1]:g}) minus LEWC's D = {depth}",
+                  estimate(lambda m: fitted_decay_exponent(lams, to_smaller(m, "logit_norm")) - depth, sample),
+                  "within",
                   p["max_exponent_error"],
-                  "paper: LEWC scales the logits by λ^D + (1−λ)^D; convention: within one layer"),
+                  "paper: LEWC scales the logits by λ^D + (1−λ)^D; " + source("max_exponent_error")),
         Criterion("log2_compensation", "log2 of β(½)·‖z(θ_½)‖ over the endpoints' mean β·‖z‖: how far calibration "
                                        "leaves the midpoint's logit scale from the endpoints'",
                   estimate(lambda m: np.log2(relative(m, "scaled", mid)), sample), "within",
@@ -313,7 +336,13 @@ def logit_norm_decay(t: dict, p: dict) -> Outcome:
         "mean_calibrated_norm_ratio_by_lambda": relative(means, "scaled").tolist()})
 
 
-@claim(id="active-neuron-overlap", paper=PAPER, gate_endpoints=True,
+RETIRED = ("retired: for two independently trained, unaligned models the order of units is arbitrary, so any overlap "
+           "of their active unit sets equals its independent-placement value in expectation at every width and "
+           "cannot test the paper; the basis-free form of 'the two models use different directions' is "
+           "reciprocal-orthogonality's cross-norm ratio. The Jaccard, its chance value and the τ sweep are reported")
+
+
+@claim(id="active-neuron-overlap", paper=PAPER, **WIDTH_CLAIM,
        statement="Wide models use different neurons: at the widest width the two models' active units (second "
                  "moment above τ × the layer's largest) overlap no more than active sets of the same sizes placed "
                  "independently at random, whose expected Jaccard index is pq/(p + q − pq) for active fractions "
@@ -321,26 +350,16 @@ def logit_norm_decay(t: dict, p: dict) -> Outcome:
                  "analysis.mechanism.active_thresholds is reported beside it).",
        tables=("layer_metrics", "active_overlap"), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_mechanism("weight_decay"),),
-       defaults={**MECH, "lam": 0.5, "min_layer": 1, "max_excess_over_independent": 0.05})
+       defaults={**MECH, "lam": 0.5, "min_layer": 1})
 def active_neuron_overlap(t: dict, p: dict) -> Outcome:
     df = layer_rows(t, p, p["weight_decay"], p["lam"]).assign(
         excess=lambda d: d.active_jaccard - d.active_jaccard_independent,
         frac_active=lambda d: (d.frac_active_a + d.frac_active_b) / 2)
     taus = sorted(set(df.active_threshold.dropna())) if "active_threshold" in df.columns else []
     need(len(taus) <= 1, f"one activity threshold τ per study (analysis.mechanism.active_threshold), got {taus}")
-    tau = f"τ = {taus[0]:g}" if taus else "τ as recorded"
     sample, widths, x = over_widths(df, ["active_jaccard", "active_jaccard_independent", "excess", "frac_active"],
                                     f"active-unit overlaps at ≥ 2 widths with layers ≥ {p['min_layer']}")
     widest = widths[-1]
-    criteria = [
-        Criterion("excess_over_independent", f"Jaccard index of the active units ({tau}) minus its independent-"
-                                             f"placement expectation pq/(p + q − pq) at the same active fractions, "
-                                             f"at the widest width {widest:g} (mean over layers ≥ {p['min_layer']})",
-                  estimate(lambda m: m["excess", widest], sample), "<", p["max_excess_over_independent"],
-                  "null (layer_metrics.active_jaccard_independent): chance overlap of sets of these sizes; "
-                  "convention: at most 0.05 above it (the paper: the active neurons of the two models do not "
-                  "overlap)", kind="control", control="independent placement of the active sets"),
-    ]
     reported = {"jaccard_widest": estimate(lambda m: m["active_jaccard", widest], sample),
                 "independent_widest": estimate(lambda m: m["active_jaccard_independent", widest], sample),
                 "active_fraction_widest": estimate(lambda m: m["frac_active", widest], sample),
@@ -348,11 +367,11 @@ def active_neuron_overlap(t: dict, p: dict) -> Outcome:
                 "excess_trend": estimate(lambda m: slope(x, m["excess"]), sample)}
     means = sample.cells()
     sweep, sweep_details = tau_sweep(t.get("active_overlap"), p, widest)
-    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported | sweep, {
-        "widths": widths, "active_threshold": taus[0] if taus else None,
+    return Outcome([], sample.n_seeds, sample.n_pairs, reported | sweep, {
+        "widths": widths, "active_threshold": taus[0] if taus else None, "retired": RETIRED,
         "mean_jaccard_by_width": means.list("active_jaccard"),
         "mean_independent_jaccard_by_width": means.list("active_jaccard_independent"),
-        "mean_active_fraction_by_width": means.list("frac_active"), "tau_sweep": sweep_details})
+        "mean_active_fraction_by_width": means.list("frac_active"), "tau_sweep": sweep_details}, reason=RETIRED)
 
 
 def tau_sweep(df, p: dict, widest: float) -> tuple[dict, dict]:

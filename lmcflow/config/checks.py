@@ -118,12 +118,13 @@ def check_external_models(config: dict, points: dict) -> None:
         if base not in TORCHVISION_DATASETS:
             continue  # synthetic data: its shape is known when it is generated
         ds = TORCHVISION_DATASETS[base]
-        key = json.dumps([p.model, ds.in_shape, ds.num_classes], sort_keys=True, default=str)
+        trains = "import" not in config["studies"][name]  # a study of imported checkpoints trains nothing
+        key = json.dumps([p.model, ds.in_shape, ds.num_classes, trains], sort_keys=True, default=str)
         if key in checked:
             continue
         checked.add(key)
         try:
-            check_external(p.model, ds.in_shape, ds.num_classes)
+            check_external(p.model, ds.in_shape, ds.num_classes, trains)
         except ValueError as err:
             raise ConfigError(f"{where}: {err}") from None
 

@@ -3,7 +3,10 @@
 ``analysis.null_partners: {kinds: [...], at: {...}}`` gives each matching trained point one partner point per
 kind: the same model and settings, seeds ``PARTNER_SEED_OFFSET[kind] + b`` for every seed b of the point. Kind
 ``untrained``: ``train.epochs: 0`` (the seeded initialisation); ``shuffled_labels``: the same bundled training on
-the training labels permuted by a permutation drawn from the partner's own seed (``Dataset.with_shuffled_labels``).
+the training labels permuted by a permutation drawn from the partner's own seed (``Dataset.with_shuffled_labels``);
+``collapsed``: B itself scaled toward zero, the model real seed b gives (its initialisation and data order, the
+same training), every parameter multiplied by ``collapse_scale`` (``collapsed_model_seed``, ``collapse``): the
+merge θ_A/2 + s·θ_B/2 is "A plus almost nothing", what a shuffled-label partner that weight decay collapsed gives.
 The partner point's pairs are (real a, partner of b): the pairs of the real point with B replaced, so a claim
 compares them pair by pair and the seed-level jackknife drops seed s from both.
 """
@@ -14,10 +17,10 @@ import copy
 from lmcflow.config.points import Point, expand_study, point_matches
 from lmcflow.errors import ConfigError
 
-PARTNER_KINDS = ("untrained", "shuffled_labels")
+PARTNER_KINDS = ("untrained", "shuffled_labels", "collapsed")
 REAL = "real"
 # partner seed = offset + the real seed b it stands in for (real seeds must stay below the smallest offset)
-PARTNER_SEED_OFFSET = {"untrained": 1000, "shuffled_labels": 2000}
+PARTNER_SEED_OFFSET = {"untrained": 1000, "shuffled_labels": 2000, "collapsed": 3000}
 PARTNER_SEP = "__partner-"
 
 
@@ -44,6 +47,26 @@ def partner_seed(kind: str, seed: int) -> int:
     return PARTNER_SEED_OFFSET[kind] + int(seed)
 
 
+def training_seed(point: Point, seed: int) -> int:
+    """The seed a model of ``point`` is initialised and trained from: its own, but a collapsed partner's is the real
+    seed b it scales (it is B, trained as B is, then scaled)."""
+    return real_seed(point.partner, seed) if point.partner == "collapsed" else int(seed)
+
+
+def collapse(model, point: Point) -> None:
+    """A collapsed partner: every parameter and buffer of the trained ``model`` times ``collapse_scale`` (in place;
+    other kinds unchanged)."""
+    if point.partner != "collapsed":
+        return
+    import torch  # here, not at the top: lmcflow.config is read at DAG construction, where torch costs seconds
+
+    scale = float(null_partner_params(point)["collapse_scale"])
+    with torch.no_grad():
+        for t in model.state_dict().values():
+            if t.is_floating_point():
+                t.mul_(scale)
+
+
 def real_seeds(point: Point) -> list[int]:
     """The seeds of the real models of a point (a partner point: of its real point)."""
     return sorted(real_seed(point.partner, s) for s in point.seeds)
@@ -63,7 +86,8 @@ def partner_point(real: Point, kind: str) -> Point:
         train["epochs"] = 0
     analysis = copy.deepcopy(real.analysis)
     # a partner point runs its real point's analyses on its own models and pairs (rows marked by ``partner``)
-    analysis["null_partners"] = {"kinds": [], "at": {}}
+    analysis["null_partners"] = {"kinds": [], "at": {},
+                                 "collapse_scale": real.analysis["null_partners"].get("collapse_scale", 0.1)}
     return Point(study=real.study, point=f"{real.point}{PARTNER_SEP}{kind}", dataset=real.dataset,
                  seeds=[partner_seed(kind, b) for b in seeds], model=copy.deepcopy(real.model), train=train,
                  merge=copy.deepcopy(real.merge), analysis=analysis, swept=dict(real.swept), partner=kind)

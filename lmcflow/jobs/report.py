@@ -160,8 +160,8 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         "=================================",
         "",
         f"{len(df)} claims: {summary}. Ours: the claim's statistic [95% CI]; null: the same statistic with "
-        "model B an untrained or a shuffled-label partner of the same run (the verdict needs ours apart from "
-        "both); paper: the paper's number where it "
+        "model B an untrained, a shuffled-label or a collapsed partner of the same run (the verdict needs ours "
+        "beyond each, in the paper's direction, for the width claims); paper: the paper's number where it "
         "gives one. What each measures: the claim JSONs under `claims`_ (or `lmcflow claims`); figures: the "
         "study links; the rule graph: Workflow in the menu.",
         "",
@@ -171,7 +171,7 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         "   * - claim (figures)",
         "     - verdict",
         "     - ours [95% CI]",
-        "     - null: untrained, shuffled",
+        "     - null: untrained, shuffled, collapsed",
         "     - paper",
     ]
 
@@ -185,8 +185,8 @@ def run_report_front_page(claims_path: str, out: str, study_categories: list) ->
         paper = num(r.get("paper_value")) if r.get("paper_quantity") else "–"
         if r.get("replicated"):
             ours += " (replicated)" if r["replicated"] == "yes" else " (not replicated)"
-        nulls = ", ".join(num(r.get(f"null_{k}")) for k in ("untrained", "shuffled_labels"))
-        nulls = "–" if nulls == "–, –" else nulls
+        nulls = ", ".join(num(r.get(f"null_{k}")) for k in ("untrained", "shuffled_labels", "collapsed"))
+        nulls = "–" if nulls == "–, –, –" else nulls
         studies = [s for s in str(r["study"]).split(",") if s in study_categories]
         figures = ", ".join(f"`{s}`_" for s in studies)
         claim_cell = f"``{r['claim_id']}``" + (f" ({figures})" if figures else "")

@@ -13,6 +13,7 @@ import torch
 from lmcflow.bundle_training import Member, train_bundle
 from lmcflow.checkpoints import as_point, init_model, load_datasets, model_spec_for, write_model
 from lmcflow.config import Point, learning_settings
+from lmcflow.config.partners import collapse, training_seed
 from lmcflow.data import load_dataset
 from lmcflow.evaluation import resolve_device, resolve_precision
 from lmcflow.models import count_parameters
@@ -61,13 +62,14 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
     torch.use_deterministic_algorithms(True, warn_only=True)
     data = load_dataset(data_path).to(dev)
     spec = model_spec_for(point, data)
-    model = init_model(spec, seed).to(dev)
+    model = init_model(spec, training_seed(point, seed)).to(dev)
     log.info(f"[train] {point.study}/{point.point} seed={seed} arch={spec.arch} width={spec.width} "
         f"params={count_parameters(model)} device={dev}")
     state_path = state_path_for(out_ckpt, point, seed)
     digest = train_digest(point, seed, data.meta, resolve_precision(point.train.get("precision", "auto"), dev))
-    info = train(model, data, point.train, seed, dev, state_path=state_path, state_digest=digest,
-                 name=f"{point.study}/{point.point} seed={seed}")
+    info = train(model, data, point.train, training_seed(point, seed), dev, state_path=state_path,
+                 state_digest=digest, name=f"{point.study}/{point.point} seed={seed}")
+    collapse(model, point)
     return write_model(point, seed, spec, model, data, info, out_ckpt, out_row, dev, run_label(point, seed), t0)
 
 
@@ -129,7 +131,8 @@ def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bund
         spec = model_spec_for(point, data)
         specs.append(spec)
         precision = resolve_precision(point.train.get("precision", "auto"), dev)
-        bundle.append(Member(model=init_model(spec, seed).to(dev), data=data, seed=seed, cfg=point.train,
+        tseed = training_seed(point, seed)  # a collapsed partner is B: trained from B's seed, then scaled
+        bundle.append(Member(model=init_model(spec, tseed).to(dev), data=data, seed=tseed, cfg=point.train,
                              name=f"{point.study}/{point.point} seed={seed}",
                              state_path=state_path_for(ckpt, point, seed, state_dir),
                              digest=train_digest(point, seed, data.meta, precision)))
@@ -145,6 +148,7 @@ def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bund
     rows = []
     for (point, seed, ckpt, row_path), spec, member, res in zip(entries, specs, bundle, results, strict=True):
         if res["diverged"] is None:
+            collapse(member.model, point)
             rows.append(write_model(point, seed, spec, member.model, member.data, res, ckpt, row_path, dev,
                                        bid, t0))
     if failure is not None:

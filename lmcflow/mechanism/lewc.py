@@ -79,6 +79,22 @@ def gaussian_weak_additivity(alpha: float, beta: float | None = None) -> float:
     return e_uv / math.sqrt(e_uu * e_vv)
 
 
+def gaussian_weak_additivity_t(alpha: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """``gaussian_weak_additivity`` elementwise for tensors of weights α, β ≥ 0 (1 where one of them is 0)."""
+    alpha, beta = alpha.double(), beta.double()
+    ss = (alpha ** 2 + beta ** 2).sqrt().clamp_min(torch.finfo(torch.float64).tiny)
+
+    def kappa(rho):
+        rho = rho.clamp(-1.0, 1.0)
+        return ((1 - rho * rho).clamp_min(0).sqrt() + (math.pi - torch.acos(rho)) * rho) / (2 * math.pi)
+
+    e_uv = alpha * ss * kappa(alpha / ss) + beta * ss * kappa(beta / ss)
+    e_uu = ss ** 2 / 2
+    e_vv = (alpha ** 2 + beta ** 2) / 2 + alpha * beta / math.pi
+    out = e_uv / (e_uu * e_vv).clamp_min(torch.finfo(torch.float64).tiny).sqrt()
+    return torch.where((alpha == 0) | (beta == 0), torch.ones_like(out), out)
+
+
 def _supports_pre(model: nn.Module) -> bool:
     return "pre" in inspect.signature(model.hidden_features).parameters
 
@@ -86,8 +102,9 @@ def _supports_pre(model: nn.Module) -> bool:
 @torch.no_grad()
 def weak_additivity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor, lambdas,
                          batch_size: int = 500) -> list[dict]:
-    """Rows {layer, lam_paper, lam_path, weak_additivity, weak_additivity_shuffled, weak_additivity_lewc, and
-    the Gaussian references}."""
+    """Rows {layer, lam_paper, lam_path, weak_additivity, weak_additivity_shuffled, weak_additivity_lewc, the
+    Gaussian references, and ``weak_additivity_reference``: the Gaussian reference at each input's own norm balance
+    (λ‖z̃_A‖, (1 − λ)‖z̃_B‖), averaged over inputs}."""
     if not (_supports_pre(model_a) and _supports_pre(model_b)):
         raise NotImplementedError(f"{type(model_a).__name__}.hidden_features has no pre=True path; "
                                   f"weak additivity needs pre-activations (MLP, VGG-11, ResNet-20 have them)")
@@ -101,7 +118,7 @@ def weak_additivity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor
         za, zb = model_a.hidden_features(xb, pre=True), model_b.hidden_features(xb, pre=True)
         zb_p = model_b.hidden_features(xp, pre=True)
         if sums is None:
-            sums = torch.zeros(len(lambdas), len(za), 3, dtype=torch.float64)
+            sums = torch.zeros(len(lambdas), len(za), 4, dtype=torch.float64)
             rows_seen = torch.zeros(len(za), dtype=torch.float64)
         for j, (a, b, bp) in enumerate(zip(za, zb, zb_p)):
             depth = j + 1
@@ -113,6 +130,8 @@ def weak_additivity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor
                     sums[k, j, c] += per_sample_cosine(act(wa * a + wb * b), wa * ra + wb * rb).sum().cpu()
                 sums[k, j, 2] += per_sample_cosine(act(lam * a + (1 - lam) * bp),
                                                    lam * ra + (1 - lam) * rbp).sum().cpu()
+                # independent Gaussian vectors at this input's own norm balance λ‖z̃_A‖ : (1 − λ)‖z̃_B‖
+                sums[k, j, 3] += gaussian_weak_additivity_t(lam * a.norm(dim=1), (1 - lam) * b.norm(dim=1)).sum().cpu()
     rows = []
     for k, lam in enumerate(lambdas):
         for j in range(sums.shape[1]):
@@ -123,6 +142,7 @@ def weak_additivity_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor
                          "weak_additivity_shuffled": float(sums[k, j, 2] / n),
                          "weak_additivity_lewc": float(sums[k, j, 1] / n),
                          "weak_additivity_gaussian": gaussian_weak_additivity(lam, 1 - lam),
+                         "weak_additivity_reference": float(sums[k, j, 3] / n),
                          "weak_additivity_lewc_gaussian": (gaussian_weak_additivity(*gl) if sum(gl) > 0
                                                            else float("nan"))})
     return rows

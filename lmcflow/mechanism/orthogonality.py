@@ -33,14 +33,15 @@ def _linear_part(layer: nn.Module, z: torch.Tensor) -> torch.Tensor:
 
 ORTHOGONALITY_COLUMNS = ("cross_ratio_a", "cross_ratio_b", "cross_cos", "cross_transform_cos",
                          "cross_ratio_permuted_a", "cross_ratio_permuted_b", "cross_transform_cos_permuted_a",
-                         "cross_transform_cos_permuted_b")
+                         "cross_transform_cos_permuted_b", "own_norm_ratio", "own_input_cos_a", "own_input_cos_b")
 
 
 @torch.no_grad()
 def reciprocal_orthogonality_rows(model_a: nn.Module, model_b: nn.Module, x: torch.Tensor,
                                   batch_size: int = 500) -> list[dict]:
     """Rows {layer, cross_ratio_a, cross_ratio_b, cross_cos, cross_transform_cos, cross_ratio_permuted_a,
-    cross_ratio_permuted_b, cross_transform_cos_permuted_a, cross_transform_cos_permuted_b}
+    cross_ratio_permuted_b, cross_transform_cos_permuted_a, cross_transform_cos_permuted_b, own_norm_ratio,
+    own_input_cos_a, own_input_cos_b}
     (``docs/mechanism.md`` §3)."""
     model_a.eval()
     model_b.eval()
@@ -50,7 +51,7 @@ def reciprocal_orthogonality_rows(model_a: nn.Module, model_b: nn.Module, x: tor
         la, za = _weight_layers_and_inputs(model_a, xb)
         lb, zb = _weight_layers_and_inputs(model_b, xb)
         if acc is None:
-            acc = torch.zeros(len(la), 10, dtype=torch.float64)
+            acc = torch.zeros(len(la), 12, dtype=torch.float64)
             rows_seen = torch.zeros(len(la), dtype=torch.float64)
             for role, layers, z in (("a", la, za), ("b", lb, zb)):
                 for j in range(len(layers)):
@@ -67,6 +68,8 @@ def reciprocal_orthogonality_rows(model_a: nn.Module, model_b: nn.Module, x: tor
             acc[j, 3] += bb.pow(2).sum().cpu()
             acc[j, 4] += row_cosine(ab + ba, aa + bb).sum().cpu()
             acc[j, 5] += row_cosine(aa + bb + ab + ba, aa + bb).sum().cpu()
+            acc[j, 10] += row_cosine(aa + ab, aa).sum().cpu()  # A's layer on the merged input vs on its own
+            acc[j, 11] += row_cosine(bb + ba, bb).sum().cpu()
             for c, (role, layer, z, own) in enumerate((("a", la[j], za[j], aa), ("b", lb[j], zb[j], bb))):
                 p, p_inv, q = perms[role, j]
                 moved = _linear_part(layer, z[:, p]).double()  # W P z: the copy's input read by the model
@@ -85,5 +88,7 @@ def reciprocal_orthogonality_rows(model_a: nn.Module, model_b: nn.Module, x: tor
                      "cross_cos": float(s[4] / n), "cross_transform_cos": float(s[5] / n),
                      "cross_ratio_permuted_a": ratio(s[6], s[1]), "cross_ratio_permuted_b": ratio(s[7], s[3]),
                      "cross_transform_cos_permuted_a": float(s[8] / n),
-                     "cross_transform_cos_permuted_b": float(s[9] / n)})
+                     "cross_transform_cos_permuted_b": float(s[9] / n),
+                     "own_norm_ratio": ratio(s[3], s[1]), "own_input_cos_a": float(s[10] / n),
+                     "own_input_cos_b": float(s[11] / n)})
     return rows

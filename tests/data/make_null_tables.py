@@ -1,9 +1,11 @@
 """Remake tests/data/null_tables/: the tables the 18 claims read, from two small real runs
 (tests/configs/null_tables.yaml: the width study; tests/configs/null_tables_identifiability.yaml: the
-identifiability studies) whose every point has untrained and shuffled-label partners (``analysis.null_partners``),
-for tests/test_claim_nulls.py.
+identifiability studies) whose every point has null partners (``analysis.null_partners``: untrained and
+shuffled-label; the width study also collapsed ones), for tests/test_claim_nulls.py.
 
-    PYTHONPATH=. .venv/bin/python tests/data/make_null_tables.py [--workdir DIR] [--cores N]
+    PYTHONPATH=. .venv/bin/python tests/data/make_null_tables.py [--workdir DIR] [--cores N] [--config C ...]
+
+``--config``: remake only these configs' tables (the others' stay, with their provenance records).
 
 Runs ``snakemake`` per config in DIR/<config name> (default: a temporary directory; a finished run there is
 reused) and keeps, per study, the tables its claims read with the rows they read (the width and coherence pair
@@ -75,16 +77,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", help="run directory, one subdirectory per config (default: a temporary one)")
     ap.add_argument("--cores", type=int, default=1)
+    ap.add_argument("--config", action="append", choices=list(RECORDED), help="only these configs (repeatable)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(args.workdir or tmp)
-        records = []
-        for config in RECORDED:
+        chosen = args.config or list(RECORDED)
+        old = OUT / "provenance.json"
+        records = [r for r in (json.loads(old.read_text())["runs"] if old.exists() else [])
+                   if r["config"] not in chosen]
+        for config in chosen:
             workdir = base / Path(config).stem
             workdir.mkdir(parents=True, exist_ok=True)
             run(config, workdir, args.cores)
             records.append(record(config, workdir))
-        write_provenance(records)
+        write_provenance(sorted(records, key=lambda r: list(RECORDED).index(r["config"])))
     print(json.dumps(records, indent=2))
 
 
