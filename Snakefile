@@ -19,7 +19,7 @@ include: "workflow/rules/claims.smk"
 include: "workflow/rules/provenance.smk"
 
 
-report: report_front_page()
+report: PLAN.report_front_page()
 
 
 localrules:
@@ -28,4 +28,4 @@ localrules:
 
 rule all:
     input:
-        all_targets(),
+        PLAN.all_targets(),

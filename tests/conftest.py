@@ -76,7 +76,7 @@ def tiny_run(tmp_path_factory):
     """tests/configs/tiny.yaml, run once per session: the finished run that the end-to-end files (SHARED_RUNS)
     copy."""
     wd = tmp_path_factory.mktemp("tiny_run")
-    run_snakemake(REPO / "tests/configs/tiny.yaml", wd)
+    run_snakemake(REPO / "tests/configs/tiny.yaml", wd, timeout=1800)  # a failure here fails two files
     return wd
 
 
@@ -105,7 +105,7 @@ def small_run(small_config_file, tmp_path_factory):
     wd = tmp_path_factory.mktemp("small_run")
     old = os.umask(0o022)
     try:
-        run_snakemake(small_config_file, wd)
+        run_snakemake(small_config_file, wd, timeout=1800)  # a failure here fails two files
     finally:
         os.umask(old)
     return wd

@@ -349,3 +349,32 @@ def test_every_marked_verdict_table_in_the_docs_is_generated_from_its_run(tmp_pa
                    "<!-- /verdicts -->\n")
     assert update_verdict_tables(doc, REPO)
     assert claims_markdown(EVIDENCE) in doc.read_text() and "STALE TABLE" not in doc.read_text()
+
+
+# ----------------------------------------------------------------------------------------------- extending
+EXTENDING = REPO / "docs/extending.md"
+EXTENSIONS = ("A new model family", "A new merge method", "A new claim", "A new study kind")
+
+
+def extension_files(body: str) -> list[str]:
+    """The files a worked extension touches: the backticked path that opens each of its ``- `` items."""
+    return re.findall(r"^- `([\w./<>-]+)`", body, re.M)
+
+
+def test_each_worked_extension_lists_files_that_exist():
+    sections = dict(_sections(EXTENDING))
+    assert set(EXTENSIONS) <= set(sections), f"docs/extending.md lacks {set(EXTENSIONS) - set(sections)}"
+    for name in EXTENSIONS:
+        files = extension_files(sections[name])
+        assert files, f"docs/extending.md, {name}: no file list"
+        for path in files:
+            new = "<" in path  # a file the extension adds: its folder must exist
+            target = (REPO / path).parent if new else REPO / path
+            assert target.exists(), f"docs/extending.md, {name}: {path} does not exist"
+    for name in ("A new merge method", "A new claim"):
+        assert len(extension_files(sections[name])) <= 4, f"docs/extending.md, {name}: more than four files"
+
+
+def test_extension_file_lists_are_read_from_the_items():
+    body = "- `lmcflow/models.py`: the module\n- `lmcflow/jobs/<name>.py`: new\n  - `not/a/top/item.py`\nprose `x.py`"
+    assert extension_files(body) == ["lmcflow/models.py", "lmcflow/jobs/<name>.py"]

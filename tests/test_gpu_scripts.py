@@ -98,17 +98,20 @@ def test_gpu_width_run_plans_the_gpu_config(tmp_path):
 @pytest.mark.slow
 @pytest.mark.fmnist
 def test_gpu_width_run_script_on_cpu_with_a_tiny_override(tmp_path):
-    """The script end to end on the CPU with the GPU config shrunk (2 widths, 2 seeds, 1 epoch): a run stopped by
-    RUN_TIMEOUT still leaves its summary and a resumable work folder; the next call completes it and copies tables,
-    claims, figures, the claims printout and lmcflow verify's report."""
+    """The script end to end on the CPU with the GPU config shrunk (2 widths, 2 seeds, 1 epoch on 2,000 Fashion-MNIST
+    images, the two claims read below): a run stopped by RUN_TIMEOUT still leaves its summary and a resumable work
+    folder; the next call completes it and copies tables, claims, figures, the claims printout and lmcflow verify's
+    report."""
     cfg = yaml.safe_load((BENCH.parent / "config/gpu_fmnist_width.yaml").read_text())
     cfg["device"] = "cpu"
-    cfg["data"].update(val_size=1000, search_paths=["/usr/share/datasets/fashion-mnist"])
-    cfg["defaults"]["model"] = {"base_width": 64}
+    cfg["data"].update(val_size=1000, search_paths=["/usr/share/datasets/fashion-mnist"],
+                       subsets={"fmnist_small": {"base": "fashion_mnist", "n_train": 2000}})
+    cfg["defaults"]["model"] = {"base_width": 16}
     cfg["defaults"]["train"].update(epochs=1, batch_size=256)
     cfg["defaults"]["merge"] = {"lambdas": 3}
+    cfg["claims"] = {c: cfg["claims"][c] for c in ("lewc", "active-neuron-overlap")}
     study = cfg["studies"]["width"]
-    study.update(seeds=[0, 1])
+    study.update(seeds=[0, 1], dataset="fmnist_small")
     study["merge"]["train_eval_size"] = 500
     study["merge"]["alignment"]["at"]["model.width"] = [0.5, 1.0]
     study["analysis"]["mechanism"]["samples"] = 200

@@ -16,7 +16,7 @@ from lmcflow.claims.identifiability import (
     requires_epochs,
     requires_sigma_values,
 )
-from lmcflow.claims.stats import estimate, slope, spearman, trend_axis
+from lmcflow.claims.stats import MIN_SEEDS, estimate, slope, spearman, trend_axis
 from lmcflow.config import ConfigError
 from lmcflow.metrics import relative_accuracy_barrier
 
@@ -197,8 +197,9 @@ def intrinsic_dimension_lmc(t: dict, p: dict) -> Outcome:
     rows = select(interp, epochs=epochs)[["point", "sigma_f", "dataset"]].drop_duplicates()
     gaps = arm_gaps(arm_accuracy(t["runs"], rows, ["sigma_f", "dataset"]), "sigma_f", high, 0.0, "dataset")
     details["control_accuracy"] = gaps
-    out.reason = unmatched_reason([{**g, "k": k_of.get(g["dataset"], np.nan)} for g in gaps], "k",
-                                  "σ_F = 0", p["control_max_acc_gap"])
+    if sample.n_seeds >= MIN_SEEDS:  # fewer: inconclusive already (too few seeds), the gaps in details
+        out.reason = unmatched_reason([{**g, "k": k_of.get(g["dataset"], np.nan)} for g in gaps], "k",
+                                      "σ_F = 0", p["control_max_acc_gap"])
     return out
 
 
@@ -256,10 +257,12 @@ def subspace_coherence(t: dict, p: dict) -> Outcome:
     # variance explained (the pair rows' endpoint losses against the mean predictor's, ``baseline_mse``)
     try:
         out.details["control_fit"] = gaps = _fit_gaps(df)
-        out.reason = unmatched_reason(gaps, "nu", "unmasked", p["control_max_r2_gap"],
-                                      "fraction of the target variance explained (R²)")
-    except NoData as why:
-        out.reason = str(why)
+        why = unmatched_reason(gaps, "nu", "unmasked", p["control_max_r2_gap"],
+                               "fraction of the target variance explained (R²)")
+    except NoData as err:
+        why = str(err)
+    if sample.n_seeds >= MIN_SEEDS:  # fewer: inconclusive already (too few seeds)
+        out.reason = why
     return out
 
 

@@ -15,6 +15,7 @@ from lmcflow.data import load_dataset
 from lmcflow.evaluation import resolve_device
 from lmcflow.merging import check_same_function, endpoint_outputs, evaluate_path
 from lmcflow.metrics import barriers
+from lmcflow.payloads import ModelsEntry
 from lmcflow.symmetry import effective_state_dict
 from lmcflow.tables import ident_point_columns, plain_merges, read_table, write_table
 
@@ -27,14 +28,14 @@ log = logging.getLogger(__name__)
 def run_identifiability_block(point: Point, pairs: list, models: dict, data_path: str, out_matching: str,
                               out_lmc: str, device: str = "auto", interpolation: str | None = None) -> None:
     """``run_identifiability_group`` for one point."""
-    run_identifiability_group([{"point": point, "models": models}], pairs, {as_point(point).dataset: data_path},
+    run_identifiability_group([ModelsEntry(point=point, models=models)], pairs, {as_point(point).dataset: data_path},
                               out_matching, out_lmc, device, interpolation)
 
 
-def run_identifiability_group(entries: list[dict], pairs: list, data_paths: dict, out_matching: str, out_lmc: str,
-                              device: str = "auto", interpolation: str | None = None) -> None:
+def run_identifiability_group(entries: list[ModelsEntry], pairs: list, data_paths: dict, out_matching: str,
+                              out_lmc: str, device: str = "auto", interpolation: str | None = None) -> None:
     """Rule ``identifiability``: ``identifiability_rows`` of every point of a grid group for one pair block.
-    ``entries``: per point ``{"point", "models": {seed: [checkpoint, run row]}}``; ``interpolation``: rule
+    ``entries``: one ``lmcflow.payloads.ModelsEntry`` per point (``Plan.ident_entries``); ``interpolation``: rule
     interpolate's file of the group and pair block (its identity paths are read, not evaluated again)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
@@ -134,14 +135,14 @@ def _identity_paths(interpolation: pd.DataFrame | None, lambdas: list[float], po
 def run_swap_costs(point: Point, models: dict, data_path: str, out_summary: str, out_matrix: str,
                    device: str = "auto") -> None:
     """``run_swap_costs_group`` for one point."""
-    run_swap_costs_group([{"point": point, "models": models}], {as_point(point).dataset: data_path}, out_summary,
+    run_swap_costs_group([ModelsEntry(point=point, models=models)], {as_point(point).dataset: data_path}, out_summary,
                          out_matrix, device)
 
 
-def run_swap_costs_group(entries: list[dict], data_paths: dict, out_summary: str, out_matrix: str,
+def run_swap_costs_group(entries: list[ModelsEntry], data_paths: dict, out_summary: str, out_matrix: str,
                          device: str = "auto") -> None:
-    """Rule ``swap_costs``: ``swap_cost_rows`` of every point of a grid group for one seed block. ``entries``: per
-    point ``{"point", "models": {seed: [checkpoint, run row]}}``."""
+    """Rule ``swap_costs``: ``swap_cost_rows`` of every point of a grid group for one seed block. ``entries``: one
+    ``lmcflow.payloads.ModelsEntry`` per point (``Plan.swap_entries``)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
     datasets = load_datasets(data_paths, points, dev)

@@ -9,6 +9,7 @@ from lmcflow.checkpoints import as_point, load_datasets, load_models
 from lmcflow.config import Point, lambda_grid, repairs
 from lmcflow.evaluation import resolve_device
 from lmcflow.merging import check_same_function, endpoint_outputs, evaluate_path
+from lmcflow.payloads import MergeEntry
 from lmcflow.repair import path_repair
 from lmcflow.state import like_state
 from lmcflow.tables import point_columns, write_table
@@ -19,15 +20,14 @@ log = logging.getLogger(__name__)
 def run_merge_block(point: Point, pairs: list, methods: list, models: dict, alignment: dict, data_path: str,
                     out: str, device: str = "auto") -> None:
     """``run_merge_group`` for one point."""
-    run_merge_group([{"point": point, "methods": methods, "models": models, "alignment": alignment}], pairs,
+    run_merge_group([MergeEntry(point=point, methods=methods, models=models, alignment=alignment)], pairs,
                     {as_point(point).dataset: data_path}, out, device)
 
 
-def run_merge_group(entries: list[dict], pairs: list, data_paths: dict, out: str, device: str = "auto") -> None:
+def run_merge_group(entries: list[MergeEntry], pairs: list, data_paths: dict, out: str, device: str = "auto") -> None:
     """Rule ``interpolate``: the paths of every point of a grid group (``lmcflow.grouping.grid_groups``) for one
-    pair block, in one file. ``entries``: per point ``{"point", "methods", "models": {seed: [checkpoint, run
-    row]}, "alignment": {method: [permutation file, alignment rows]}}``; ``data_paths``: dataset -> prepared
-    file (each dataset loaded once)."""
+    pair block, in one file. ``entries``: one ``lmcflow.payloads.MergeEntry`` per point (``Plan.merge_entries``);
+    ``data_paths``: dataset -> prepared file (each dataset loaded once)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
     datasets = load_datasets(data_paths, points, dev)

@@ -1,7 +1,7 @@
 """The workflow's DAG as a module without Snakemake: a ``Plan`` from a resolved config holds the run's points
 and grid groups, every path builder, each rule's input, params and resource functions (``rules``), the targets
-of a run, and its jobs (``dag``). ``workflow/rules/common.smk`` builds one and hands its functions to the
-rules."""
+of a run, and its jobs (``dag``). ``workflow/rules/common.smk`` builds one, ``PLAN``, and the
+rules name its functions directly (``PLAN.merge_entries``)."""
 from __future__ import annotations
 
 from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS, PlanError

@@ -1,7 +1,7 @@
 """What each rule's jobs read (inputs) and are told (params), and what they ask a cluster for (resources).
 
 Input and params functions take a wildcards-like object (any object with the rule's wildcards as attributes),
-as Snakemake passes them; the rule files call them through ``workflow/rules/common.smk``.
+as Snakemake passes them; the rule files name them directly (``PLAN.merge_entries``).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from lmcflow.claims.gates import dataset_facts
 from lmcflow.config import analysis_params, canonical, merge_methods, repairs, replicate_claim_cfg
 from lmcflow.config.partners import REAL
 from lmcflow.grouping import parse_blocks, stacks
+from lmcflow.payloads import MergeEntry, ModelsEntry
 from lmcflow.plan.core import PlanBase, is_merged
 from lmcflow.plan.requests import GROUP_BLOCK_RULES, GROUP_PAIR_RULES, cluster_cfg, merge_request, train_request
 from lmcflow.tables import REPAIR_KINDS
@@ -177,17 +178,17 @@ class Plan(PlanBase):
         return self.imports.provenance()
 
     # ----------------------------------------------------------------------- rules interpolate, align, mechanism
-    def merge_entries(self, wc):
-        """Rule interpolate's ``run_merge_group`` entries: per trained point of the group, what its paths
+    def merge_entries(self, wc) -> list[MergeEntry]:
+        """Rule interpolate's ``entries`` (``run_merge_group``): per merged point of the group, what its paths
         depend on."""
         pairs = self.block_pairs(wc)
         return [
-            {
-                "point": p.job_dict("model", "train", "merge"),
-                "methods": merge_methods(p),
-                "models": self.pair_models(wc.study, p.point, pairs),
-                "alignment": self.point_alignments(wc.study, p.point, wc.blocks, merge_methods(p)),
-            }
+            MergeEntry(
+                point=p.job_dict("model", "train", "merge"),
+                methods=merge_methods(p),
+                models=self.pair_models(wc.study, p.point, pairs),
+                alignment=self.point_alignments(wc.study, p.point, wc.blocks, merge_methods(p)),
+            )
             for p in self.group_points(wc)
             if is_merged(p)
         ]
@@ -231,22 +232,24 @@ class Plan(PlanBase):
             return [self.merge_file(wc.study, wc.group, wc.blocks)]
         return []
 
-    def ident_points(self, wc):
+    def ident_entries(self, wc) -> list[ModelsEntry]:
+        """Rule identifiability's ``entries`` (``run_identifiability_group``)."""
         pairs = self.block_pairs(wc)
         return [
-            {
-                "point": point_job_dict(p, "model", "train", "merge", analysis=IDENT_ANALYSIS_KEYS["identifiability"]),
-                "models": self.pair_models(wc.study, p.point, pairs),
-            }
+            ModelsEntry(
+                point=point_job_dict(p, "model", "train", "merge", analysis=IDENT_ANALYSIS_KEYS["identifiability"]),
+                models=self.pair_models(wc.study, p.point, pairs),
+            )
             for p in self.group_analysis_points(wc, "identifiability")
         ]
 
-    def swap_points(self, wc):
+    def swap_entries(self, wc) -> list[ModelsEntry]:
+        """Rule swap_costs' ``entries`` (``run_swap_costs_group``)."""
         return [
-            {
-                "point": point_job_dict(p, "model", "train", analysis=IDENT_ANALYSIS_KEYS["swap_costs"]),
-                "models": {s: self.model_paths(wc.study, p.point, s) for s in self.block_seeds(wc)},
-            }
+            ModelsEntry(
+                point=point_job_dict(p, "model", "train", analysis=IDENT_ANALYSIS_KEYS["swap_costs"]),
+                models={s: self.model_paths(wc.study, p.point, s) for s in self.block_seeds(wc)},
+            )
             for p in self.group_analysis_points(wc, "swap_costs")
         ]
 

@@ -54,10 +54,12 @@ def upstream(plan: Plan, files: list[str]) -> list[tuple[str, list]]:
 
 
 def param_values(plan: Plan, rule, job) -> dict:
-    """The params of a job whose expression names a plan function of the wildcards (or reads the config); in a
-    loop-defined rule, also ``f(VAR)``: a plan function of the loop's value, giving a value or a function of them."""
+    """The params of a job whose expression names a plan function of the wildcards (``PLAN.f``) or reads the
+    config; in a loop-defined rule, also ``PLAN.f(VAR)``: a plan function of the loop's value, giving a value or
+    a function of the wildcards."""
     out = {}
     for name, expr in rule.params.items():
+        expr = expr.removeprefix("PLAN.")
         if expr.startswith('config["'):
             out[name] = ("config", expr.split('"')[1])
         elif expr.isidentifier() and callable(getattr(plan, expr, None)):

@@ -8,27 +8,27 @@ rule claim:
     """A claim verdict computed from its study's tables (seed-level jackknife CI, lmcflow.claims.stats)."""
     input:
         # the claim's tables, and its studies' runs tables (device and precision, for the claim's provenance)
-        unpack(claim_inputs),
+        unpack(PLAN.claim_inputs),
     output:
-        report(claim_file("{claim}"), caption="../report/claim.rst", category="claims"),
+        report(PLAN.claim_file("{claim}"), caption="../report/claim.rst", category="claims"),
     log:
         f"{LOGS}/claims/{{claim}}.log",
     wildcard_constraints:
-        claim="|".join(CLAIM_CFG) or "NO_CLAIMS",
+        claim="|".join(PLAN.claim_cfg) or "NO_CLAIMS",
     params:
         claim=lambda wc: wc.claim,
-        claim_cfg=claim_params_cfg,
-        points=claim_points,
-        datasets=claim_datasets,
+        claim_cfg=PLAN.claim_params_cfg,
+        points=PLAN.claim_points,
+        datasets=PLAN.claim_datasets,
     script:
         "../scripts/claim.py"
 
 
 rule claims_table:
     input:
-        claims_table_inputs(),
+        PLAN.claims_table_inputs(),
     output:
-        CLAIMS_TABLE,
+        PLAN.claims_table,
     log:
         f"{LOGS}/claims/claims_table.log",
     script:
@@ -38,12 +38,12 @@ rule claims_table:
 rule report_front_page:
     """The report's landing text: every verdict beside the paper's number, with links to the figures."""
     input:
-        CLAIMS_TABLE,
+        PLAN.claims_table,
     output:
-        FRONT_PAGE,
+        PLAN.front_page,
     log:
         f"{LOGS}/claims/report_front_page.log",
     params:
-        studies=STUDIES,
+        studies=PLAN.studies,
     script:
         "../scripts/report_front_page.py"

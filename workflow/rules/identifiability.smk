@@ -7,23 +7,23 @@ rule identifiability:
     matching objective per hidden layer, and unaligned vs aligned (activation matching) LMC on the effective
     weights (the unaligned paths read from rule interpolate's file)."""
     input:
-        data=group_data_files,
-        bundles=block_bundles,
-        interpolation=identity_paths_file,
+        data=PLAN.group_data_files,
+        bundles=PLAN.block_bundles,
+        interpolation=PLAN.identity_paths_file,
     output:
-        matching=ident_point_file("{study}", "{group}", "identifiability", "{blocks}"),
-        lmc=ident_point_file("{study}", "{group}", "identifiability_lmc", "{blocks}"),
+        matching=PLAN.ident_point_file("{study}", "{group}", "identifiability", "{blocks}"),
+        lmc=PLAN.ident_point_file("{study}", "{group}", "identifiability_lmc", "{blocks}"),
     log:
         f"{LOGS}/identifiability/{{study}}/{{group}}/identifiability-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("identifiability", "mem_mb"),
-        runtime=point_resources("identifiability", "runtime"),
-        gpu=point_resources("identifiability", "gpu"),
+        mem_mb=PLAN.resources("identifiability", "mem_mb"),
+        runtime=PLAN.resources("identifiability", "runtime"),
+        gpu=PLAN.resources("identifiability", "gpu"),
     params:
-        points=ident_points,
-        pairs=block_pairs,
-        data=group_data,
+        entries=PLAN.ident_entries,
+        pairs=PLAN.block_pairs,
+        data=PLAN.group_data,
         device=config["device"],
     script:
         "../scripts/identifiability.py"
@@ -33,21 +33,21 @@ rule swap_costs:
     """Realization and swap costs of every hidden weight layer of each trained model of a bundle (every point of
     its grid group with analysis.swap_costs)."""
     input:
-        data=group_data_files,
-        bundle=bundle_dir("{study}", "{group}", "{block}"),
+        data=PLAN.group_data_files,
+        bundle=PLAN.bundle_dir("{study}", "{group}", "{block}"),
     output:
-        summary=ident_point_file("{study}", "{group}", "swap_costs", "{block}"),
-        matrix=ident_point_file("{study}", "{group}", "swap_matrix", "{block}"),
+        summary=PLAN.ident_point_file("{study}", "{group}", "swap_costs", "{block}"),
+        matrix=PLAN.ident_point_file("{study}", "{group}", "swap_matrix", "{block}"),
     log:
         f"{LOGS}/identifiability/{{study}}/{{group}}/swap_costs-{{block}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("swap_costs", "mem_mb"),
-        runtime=point_resources("swap_costs", "runtime"),
-        gpu=point_resources("swap_costs", "gpu"),
+        mem_mb=PLAN.resources("swap_costs", "mem_mb"),
+        runtime=PLAN.resources("swap_costs", "runtime"),
+        gpu=PLAN.resources("swap_costs", "gpu"),
     params:
-        points=swap_points,
-        data=group_data,
+        entries=PLAN.swap_entries,
+        data=PLAN.group_data,
         device=config["device"],
     script:
         "../scripts/swap_costs.py"
@@ -56,14 +56,14 @@ rule swap_costs:
 rule coherence_table:
     """Subspace coherence ν of each point's inputs and the barriers of the study's interpolation curves."""
     input:
-        interpolation=study_table("{study}", "interpolation"),
-        data=coherence_data_files,
+        interpolation=PLAN.study_table("{study}", "interpolation"),
+        data=PLAN.coherence_data_files,
     output:
-        study_table("{study}", "coherence"),
+        PLAN.study_table("{study}", "coherence"),
     log:
         f"{LOGS}/tables/{{study}}/coherence.log",
     params:
-        points=coherence_points,
-        data_paths=coherence_data_paths,
+        points=PLAN.coherence_points,
+        data_paths=PLAN.coherence_data_paths,
     script:
         "../scripts/coherence_table.py"

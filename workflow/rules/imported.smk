@@ -3,19 +3,19 @@ rule import_models:
     DAG was built, into the bundle directory rule train writes for a trained study: one checkpoint and one run row
     per model. Nothing trains."""
     input:
-        data=group_data_files,
-        checkpoints=import_files,
+        data=PLAN.group_data_files,
+        checkpoints=PLAN.import_files,
     output:
-        directory(bundle_dir("{study}", "{group}", "{block}")),
+        directory(PLAN.bundle_dir("{study}", "{group}", "{block}")),
     log:
         f"{LOGS}/import_models/{{study}}/{{group}}/bundle-{{block}}.log",
     wildcard_constraints:
-        study=IMPORTED_STUDIES,
+        study=PLAN.imports.imported_studies(),
     threads: config["threads"]["train"]
     params:
-        point=import_point,
-        models=import_models,
-        sources=import_sources,
+        point=PLAN.import_point,
+        models=PLAN.import_models,
+        sources=PLAN.import_sources,
         device=config["device"],
     script:
         "../scripts/import_models.py"

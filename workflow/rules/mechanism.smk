@@ -3,24 +3,24 @@ rule mechanism:
     pair block (B permuted by the method's alignment), per hidden layer on the λ grid; and the active-unit overlap
     at every τ of analysis.mechanism.active_thresholds."""
     input:
-        data=point_data_file,
-        bundles=block_bundles,
-        alignment=mechanism_alignment_files,
+        data=PLAN.point_data_file,
+        bundles=PLAN.block_bundles,
+        alignment=PLAN.mechanism_alignment_files,
     output:
-        layer_metrics=mechanism_file("{study}", "{point}", "{method}", "{blocks}"),
-        active_overlap=active_overlap_file("{study}", "{point}", "{method}", "{blocks}"),
+        layer_metrics=PLAN.mechanism_file("{study}", "{point}", "{method}", "{blocks}"),
+        active_overlap=PLAN.active_overlap_file("{study}", "{point}", "{method}", "{blocks}"),
     log:
         f"{LOGS}/mechanism/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("mechanism", "mem_mb"),
-        runtime=point_resources("mechanism", "runtime"),
-        gpu=point_resources("mechanism", "gpu"),
+        mem_mb=PLAN.resources("mechanism", "mem_mb"),
+        runtime=PLAN.resources("mechanism", "runtime"),
+        gpu=PLAN.resources("mechanism", "gpu"),
     params:
-        point=mechanism_point,
-        pairs=block_pairs,
-        models=block_models,
-        alignment=mechanism_alignment,
+        point=PLAN.mechanism_point,
+        pairs=PLAN.block_pairs,
+        models=PLAN.block_models,
+        alignment=PLAN.mechanism_alignment,
         device=config["device"],
     script:
         "../scripts/mechanism.py"

@@ -3,22 +3,22 @@ rule interpolate:
     pair block, every point of a grid group and every merge method of the point (B permuted by rule align's
     permutations for method ≠ identity)."""
     input:
-        data=group_data_files,
-        bundles=block_bundles,
-        alignment=merge_alignment_files,
+        data=PLAN.group_data_files,
+        bundles=PLAN.block_bundles,
+        alignment=PLAN.merge_alignment_files,
     output:
-        merge_file("{study}", "{group}", "{blocks}"),
+        PLAN.merge_file("{study}", "{group}", "{blocks}"),
     log:
         f"{LOGS}/merge/{{study}}/{{group}}/blocks-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("interpolate", "mem_mb"),
-        runtime=point_resources("interpolate", "runtime"),
-        gpu=point_resources("interpolate", "gpu"),
+        mem_mb=PLAN.resources("interpolate", "mem_mb"),
+        runtime=PLAN.resources("interpolate", "runtime"),
+        gpu=PLAN.resources("interpolate", "gpu"),
     params:
-        points=merge_entries,
-        pairs=block_pairs,
-        data=group_data,
+        entries=PLAN.merge_entries,
+        pairs=PLAN.block_pairs,
+        data=PLAN.group_data,
         device=config["device"],
     script:
         "../scripts/interpolate.py"
@@ -29,22 +29,22 @@ rule align:
     random permutation) for every seed pair of a pair block, in one safetensors file; objective, iterations
     and time in one row per pair."""
     input:
-        data=point_data_file,
-        bundles=block_bundles,
+        data=PLAN.point_data_file,
+        bundles=PLAN.block_bundles,
     output:
-        perms=align_file("{study}", "{point}", "{method}", "{blocks}"),
-        rows=align_row_file("{study}", "{point}", "{method}", "{blocks}"),
+        perms=PLAN.align_file("{study}", "{point}", "{method}", "{blocks}"),
+        rows=PLAN.align_row_file("{study}", "{point}", "{method}", "{blocks}"),
     log:
         f"{LOGS}/align/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("align", "mem_mb"),
-        runtime=point_resources("align", "runtime"),
-        gpu=point_resources("align", "gpu"),
+        mem_mb=PLAN.resources("align", "mem_mb"),
+        runtime=PLAN.resources("align", "runtime"),
+        gpu=PLAN.resources("align", "gpu"),
     params:
-        point=align_point,
-        pairs=block_pairs,
-        models=block_models,
+        point=PLAN.align_point,
+        pairs=PLAN.block_pairs,
+        models=PLAN.block_models,
         device=config["device"],
     script:
         "../scripts/align.py"
@@ -55,20 +55,20 @@ rule merge_many:
     MergeMany weight matching, activation matching onto one model), plain and with REPAIR, beside the mean endpoint
     and the N models' logit ensemble."""
     input:
-        data=point_data_file,
-        bundles=many_bundles,
+        data=PLAN.point_data_file,
+        bundles=PLAN.many_bundles,
     output:
-        merge_many_file("{study}", "{point}"),
+        PLAN.merge_many_file("{study}", "{point}"),
     log:
         f"{LOGS}/merge_many/{{study}}/{{point}}.log",
     threads: config["threads"]["merge"]
     resources:
-        mem_mb=point_resources("merge_many", "mem_mb"),
-        runtime=point_resources("merge_many", "runtime"),
-        gpu=point_resources("merge_many", "gpu"),
+        mem_mb=PLAN.resources("merge_many", "mem_mb"),
+        runtime=PLAN.resources("merge_many", "runtime"),
+        gpu=PLAN.resources("merge_many", "gpu"),
     params:
-        point=many_point,
-        models=many_models,
+        point=PLAN.many_point,
+        models=PLAN.many_models,
         device=config["device"],
     script:
         "../scripts/merge_many.py"
