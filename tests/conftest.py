@@ -41,6 +41,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))  # stable: file order within a rank
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest run without xdist (a test's inner pytest) must still load this file
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile with ``work_unit`` as the unit, sent out in collection order (heaviest first)."""
     if config.getvalue("dist") != "loadfile":
