@@ -83,4 +83,8 @@ def test_snakedeploy_deploys_a_tag_of_a_local_clone(tmp_path):
                          text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert re.search(r"^train\s+\d+$", res.stdout + res.stderr, re.M), res.stdout[-2000:]
-    assert not (dest / "results").exists() and not (tagged / "results").exists()
+    # A dry run writes nothing: no results/ in the deployment, and the tagged clone (whose results/README.md is
+    # tracked) as it was checked out.
+    assert not (dest / "results").exists()
+    assert subprocess.run(["git", "-C", str(tagged), "status", "--porcelain", "--ignored"], capture_output=True,
+                          text=True, check=True).stdout == ""
