@@ -96,7 +96,7 @@ def test_analysis_settings_retrain_and_remerge_nothing(finished_run):
 
 def test_claim_threshold_reruns_only_claim_jobs(finished_run):
     cfg = copy.deepcopy(BASE)
-    cfg["claims"]["width-merge-accuracy"]["max_barrier_widest"] = 0.5
+    cfg["claims"]["width-merge-accuracy"]["max_gap_widest"] = 0.5
     jobs = rules(dry_run(finished_run, cfg))
     assert jobs and jobs <= {"claim", "claims_table", "report_front_page", "all"}, jobs
 

@@ -66,15 +66,18 @@ def test_every_claim_is_decided_again_on_the_replicate_seeds(run):
         rep = result["replication"]
         assert rep["seeds"] == [4, 5, 6, 7] and rep["studies"] == ["width-replicate"]
         assert rep["replicated"] == (rep["verdict"] == result["verdict"])
-        # the replicate's verdict is the claim decided on the replicate study alone, from the same tables
+        # the replicate's verdict is the claim decided on the replicate study alone, from the same tables: every
+        # table of the replicate study the claim read (the merge's paths, barriers and, for the gates, runs)
         ccfg = {"study": "width-replicate"}
-        tables = {kind: [str(run / f"work/tables/width-replicate/{kind}.parquet")] for kind in ("barriers", "runs")
-                  if any(str(p).endswith(f"/{kind}.parquet") and "replicate" in str(p) for p in result["tables_read"])}
+        read = [Path(p) for p in result["tables_read"] if Path(p).parent.name == "width-replicate"]
+        assert {p.stem for p in read} == {"interpolation", "barriers", "runs"}, read
+        tables = {p.stem: [str(run / p)] for p in read}
         points = [Point.from_dict(p) for p in _claim_points(run, cid)]
         alone = run_claim(cid, ccfg, tables, points, str(run / f"alone-{cid}.json"),
                           [str(run / "work/tables/width-replicate/runs.parquet")])
-        assert (alone["verdict"], alone["statistic"], alone["ci_low"]) == (rep["verdict"], rep["statistic"],
-                                                                          rep["ci_low"])
+        assert (alone["verdict"], alone["statistic"], alone["ci_low"], alone["reason"]) == (
+            rep["verdict"], rep["statistic"], rep["ci_low"], rep["reason"])
+        assert rep["statistic"] is not None and rep["n_seeds"] == 4  # a gated claim still computes its statistic
     df = pd.read_parquet(run / "results/tables/claims.parquet").set_index("claim_id")
     assert set(df.replicated) <= {"yes", "no"} and (df.replicate_seeds == "4,5,6,7").all()
 

@@ -91,7 +91,9 @@ def test_two_runs_give_byte_identical_artifacts(run_a, run_b):
 def test_claim_records_provenance_and_tables_read(run_a):
     a = run_a
     claim = json.loads((a / "results/claims/width-merge-accuracy.json").read_text())
-    assert claim["tables_read"] == ["work/tables/width/barriers.parquet", "work/tables/width/runs.parquet"]
+    # the Table-1 barrier, the midpoint against both endpoints (interpolation) and the gates' models (runs)
+    assert claim["tables_read"] == ["work/tables/width/barriers.parquet", "work/tables/width/interpolation.parquet",
+                                    "work/tables/width/runs.parquet"]
     runs = pd.read_parquet(a / "results/tables/runs.parquet")
     assert claim["provenance"] == {**code_version(), "torch_version": torch_version(),
                                    "device": sorted(set(runs.device)), "precision": ["fp32"],
