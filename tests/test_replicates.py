@@ -72,19 +72,16 @@ def test_every_claim_is_decided_again_on_the_replicate_seeds(run):
         read = [Path(p) for p in result["tables_read"] if Path(p).parent.name == "width-replicate"]
         assert {p.stem for p in read} == {"interpolation", "barriers", "runs"}, read
         tables = {p.stem: [str(run / p)] for p in read}
-        points = [Point.from_dict(p) for p in _claim_points(run, cid)]
+        plan, wc = Plan.from_files([str(CONFIG)]), type("W", (), {"claim": cid})()
+        points = [Point.from_dict(p) for p in plan.claim_points(wc)]
         alone = run_claim(cid, ccfg, tables, points, str(run / f"alone-{cid}.json"),
-                          [str(run / "work/tables/width-replicate/runs.parquet")])
+                          [str(run / "work/tables/width-replicate/runs.parquet")],
+                          datasets=plan.claim_datasets(wc))  # the endpoint gate's chance level, as the rule passes
         assert (alone["verdict"], alone["statistic"], alone["ci_low"], alone["reason"]) == (
             rep["verdict"], rep["statistic"], rep["ci_low"], rep["reason"])
         assert rep["statistic"] is not None and rep["n_seeds"] == 4  # a gated claim still computes its statistic
     df = pd.read_parquet(run / "results/tables/claims.parquet").set_index("claim_id")
     assert set(df.replicated) <= {"yes", "no"} and (df.replicate_seeds == "4,5,6,7").all()
-
-
-def _claim_points(run: Path, cid: str) -> list[dict]:
-    plan = Plan.from_files([str(CONFIG)])
-    return plan.claim_points(type("W", (), {"claim": cid})())
 
 
 @pytest.mark.fmnist
