@@ -87,20 +87,26 @@ def test_the_rule_files_hold_the_plans_rules_and_their_params_are_plan_functions
     from lmcflow.plan.rulefiles import read_rules
 
     rules = read_rules()
-    jobs = rule_jobs(load_plan(None))
+    plan = load_plan(None)
+    jobs = rule_jobs(plan)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "checkpoints").mkdir()
     for f in ("model-0.safetensors", "model-1.safetensors", "model-2.pt"):
         (tmp_path / "checkpoints" / f).write_bytes(b"x")
     jobs += rule_jobs(load_plan(str(REPO / "examples/imported/config.yaml")))
     assert set(rules) == {j.rule for j in jobs}
-    constant = re.compile(r'^(config\["\w+"\]|lambda wc: wc\.\w+|f?"[^"]*"|[A-Z_]+|\w+\(\))$')
+    constant = re.compile(r'^(config\["\w+"\]|lambda wc: wc\.\w+|f?"[^"]*"|[A-Z_]+)$')
+    of_plan = re.compile(r"^PLAN\.(\w+)(\((.*)\))?$")
     for rule in rules.values():
         var = rule.loop[0] if rule.loop else None
         for name, expr in rule.params.items():
-            of_loop = var and (expr == var or expr.endswith(f"({var})")
-                               and callable(getattr(Plan, expr.removesuffix(f"({var})"), None)))
-            assert of_loop or constant.match(expr) or callable(getattr(Plan, expr, None)), \
+            m = of_plan.match(expr)
+            # PLAN.<function>, PLAN.<function>(...) (its args constants or the loop's value), or PLAN.<datum>:
+            # a value the plan holds from the config (its studies), the counterpart of a constant
+            plan_function = m and callable(getattr(Plan, m[1], None)) and (
+                m[3] is None or m[3] in ("", var) or bool(constant.match(m[3])))
+            plan_datum = m and m[2] is None and m[1] in vars(plan) and not callable(vars(plan)[m[1]])
+            assert (var and expr == var) or constant.match(expr) or plan_function or plan_datum, \
                 f"rule {rule.name}: {name}={expr}"
         if rule.name != "all":
             assert rule.script and rule.script.is_file(), rule.name
