@@ -98,10 +98,10 @@ def test_gpu_width_run_plans_the_gpu_config(tmp_path):
 @pytest.mark.slow
 @pytest.mark.fmnist
 def test_gpu_width_run_script_on_cpu_with_a_tiny_override(tmp_path):
-    """The script end to end on the CPU with the GPU config shrunk (2 widths, 2 seeds, 1 epoch on 2,000 Fashion-MNIST
-    images, the two claims read below): a run stopped by RUN_TIMEOUT still leaves its summary and a resumable work
-    folder; the next call completes it and copies tables, claims, figures, the claims printout and lmcflow verify's
-    report."""
+    """The script end to end on the CPU with the GPU config shrunk (2 widths, one bundled and one trained a model per
+    job, 2 seeds, 1 epoch on 2,000 Fashion-MNIST images, the default weight decay only, the merge methods of Table 1,
+    the two claims read below): a run stopped by RUN_TIMEOUT still leaves its summary and a resumable work folder; the
+    next call completes it and copies tables, claims, figures, the claims printout and lmcflow verify's report."""
     cfg = yaml.safe_load((BENCH.parent / "config/gpu_fmnist_width.yaml").read_text())
     cfg["device"] = "cpu"
     cfg["data"].update(val_size=1000, search_paths=["/usr/share/datasets/fashion-mnist"],
@@ -112,11 +112,12 @@ def test_gpu_width_run_script_on_cpu_with_a_tiny_override(tmp_path):
     cfg["claims"] = {c: cfg["claims"][c] for c in ("lewc", "active-neuron-overlap")}
     study = cfg["studies"]["width"]
     study.update(seeds=[0, 1], dataset="fmnist_small")
-    study["merge"]["train_eval_size"] = 500
+    study["merge"].update(train_eval_size=500, methods=["identity", "weight_matching"])  # what Table 1 reads
     study["merge"]["alignment"]["at"]["model.width"] = [0.5, 1.0]
     study["analysis"]["mechanism"]["samples"] = 200
-    study["sweep"] = [{"model.width": [0.5], "train.weight_decay": [3.0e-3, 1.0e-4], "train.bundle": [8]},
-                      {"model.width": [1.0], "train.weight_decay": [3.0e-3, 1.0e-4], "train.bundle": [1]}]
+    # the GPU config's two kinds of point (a bundle of every seed; a model per job); its weak arm adds only jobs
+    study["sweep"] = [{"model.width": [0.5], "train.weight_decay": [3.0e-3], "train.bundle": [8]},
+                      {"model.width": [1.0], "train.weight_decay": [3.0e-3], "train.bundle": [1]}]
     config = tmp_path / "tiny_gpu_width.yaml"
     config.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "out"
