@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lmcflow.io import TABLE_KIND_KEY
-from lmcflow.plan.core import result_table_rule, study_table_rule
+from lmcflow.plan.ruletable import result_table_rule, study_table_rule
 from lmcflow.tables import RUN_SPECIFIC_COLUMNS
 from lmcflow.verify import verify
 from tests.conftest import copy_run, run_snakemake
