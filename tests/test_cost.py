@@ -137,7 +137,7 @@ def test_resources_are_not_params():
                                                                        for j in jb]
     for j in ja:
         if j.rule == "train":
-            assert pa.train_points(j.wc) == pb.train_points(j.wc)
+            assert pa.train.points(j.wc) == pb.train.points(j.wc)
             assert pa.job_request("train", j.wc).runtime < pb.job_request("train", j.wc).runtime
 
 

@@ -161,7 +161,7 @@ def check_limits(groups: dict, points: dict, config: dict) -> None:
     if not bad:
         return
     where, rule, label, r = bad[0]
-    hint = ("lower train.bundle (fewer models per job) or train.epochs there" if rule == "train" else
+    hint = ("lower train.bundle (fewer models per job) or train.epochs there" if rule == TRAIN.name else
             "lower train.bundle (fewer pairs per job) or the rule's work there")
     raise ConfigError(
         f"cluster: point {where}: its {rule} job (block {label}) asks for {r.runtime} min and {r.mem_mb} MB "

@@ -36,6 +36,7 @@ class Rule:
     cost: rq.Compute | None = None  # compute rules: what a job asks a cluster for
     sources: tuple = ()  # input names of files from outside the run (imported checkpoints)
     loop: tuple | None = None  # (variable, value) of a rule defined in a ``for`` loop of its .smk
+    table: tuple | None = None  # ("study", kind): it writes work/tables/<study>/<kind>.parquet; ("result", kind)
 
 
 @cache
@@ -180,15 +181,16 @@ def _rows() -> list[Rule]:
     ]
     rows += [Rule(f"study_table_{kind}", _studies, _table(kind), {"": "PLAN.tables.study_inputs(kind)"},
                   {"kind": "kind", "files": "PLAN.tables.study_files(kind)"}, "concat_table.py",
-                  "lmcflow.jobs.report.run_concat", loop=("kind", kind)) for kind in CONCAT_KINDS]
+                  "lmcflow.jobs.report.run_concat", loop=("kind", kind), table=("study", kind))
+             for kind in CONCAT_KINDS]
     rows += [
         Rule("study_barriers", _studies, _table("barriers"), {"": P_ + 'study_table("{study}", "interpolation")'},
-             script="barriers.py", job="lmcflow.jobs.report.run_barriers"),
+             script="barriers.py", job="lmcflow.jobs.report.run_barriers", table=("study", "barriers")),
         Rule("coherence_table", _studies, _table("coherence"),
              {"interpolation": P_ + 'study_table("{study}", "interpolation")',
               "data": "PLAN.ident.coherence_data_files"},
              {"points": "PLAN.ident.coherence_points", "data_paths": "PLAN.ident.coherence_data_paths"},
-             "coherence_table.py", "lmcflow.jobs.identifiability.run_coherence_table"),
+             "coherence_table.py", "lmcflow.jobs.identifiability.run_coherence_table", table=("study", "coherence")),
     ]
     rows += [Rule(name, _studies, _figures(names), {k: P_ + f'study_table("{{study}}", "{kind}")'
                                                     for k, kind in inputs.items()},
@@ -197,18 +199,19 @@ def _rows() -> list[Rule]:
              for name, (names, inputs) in STUDY_FIGURE_INPUTS.items()]
     rows += [Rule(f"result_table_{kind}", _one, lambda P, wc, kind=kind: list(P.tables.result_outputs(kind).values()),
                   {"": "PLAN.tables.result_files(kind)"}, {"kind": "kind", "files": "PLAN.tables.result_files(kind)"},
-                  "result_table.py", "lmcflow.jobs.report.run_result_table", loop=("kind", kind))
+                  "result_table.py", "lmcflow.jobs.report.run_result_table", loop=("kind", kind),
+                  table=("result", kind))
              for kind in RESULT_KINDS]
     rows += [
         Rule("paper_table1", _one, lambda P, wc: [P.paths.table1_table, *P.paths.table1_figures],
              {"": "PLAN.tables.table1_inputs"}, {"studies": "PLAN.targets.table1_studies()"}, "paper_table1.py",
-             "lmcflow.jobs.figures.run_paper_table1"),
+             "lmcflow.jobs.figures.run_paper_table1", table=("result", "paper_table1")),
         Rule("claim", lambda P: [{"claim": c} for c in P.claims.names()], lambda P, wc: [P.paths.claim_file(wc.claim)],
              {UNPACK: "unpack(PLAN.claims.inputs)"},
              {"claim": "lambda wc: wc.claim", "claim_cfg": "PLAN.claims.cfg", "points": "PLAN.claims.points",
               "datasets": "PLAN.claims.datasets"}, "claim.py", "lmcflow.jobs.report.run_claim"),
         Rule("claims_table", _one, lambda P, wc: [P.paths.claims_table], {"": "PLAN.claims.table_inputs()"},
-             script="claims_table.py", job="lmcflow.jobs.report.run_claims_table"),
+             script="claims_table.py", job="lmcflow.jobs.report.run_claims_table", table=("result", "claims")),
         Rule("report_front_page", _one, lambda P, wc: [P.paths.front_page], {"": "PLAN.paths.claims_table"},
              {"studies": "PLAN.grid.studies"}, "report_front_page.py",
              "lmcflow.jobs.report.run_report_front_page"),
@@ -224,14 +227,17 @@ RULES: dict[str, Rule] = {r.name: r for r in _rows()}
 COMPUTE_RULES = tuple(c.name for c in rq.COMPUTE)  # ``lmcflow plan``'s rows, in its order
 
 
+TABLE_RULES = {r.table: r.name for r in RULES.values() if r.table}
+
+
 def study_table_rule(kind: str) -> str:
     """The rule that writes work/tables/<study>/<kind>.parquet."""
-    return {"barriers": "study_barriers", "coherence": "coherence_table"}.get(kind, f"study_table_{kind}")
+    return TABLE_RULES.get(("study", kind), f"study_table_{kind}")
 
 
 def result_table_rule(kind: str) -> str:
     """The rule that writes results/tables/<kind>.parquet."""
-    return {"claims": "claims_table", "paper_table1": "paper_table1"}.get(kind, f"result_table_{kind}")
+    return TABLE_RULES.get(("result", kind), f"result_table_{kind}")
 
 
 __all__ = ["COMPUTE_RULES", "RULES", "Rule", "evaluate", "result_table_rule", "study_table_rule"]
