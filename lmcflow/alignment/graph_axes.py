@@ -83,6 +83,7 @@ class GraphAxes:
     graph: fx.Graph
     kinds: dict  # node name -> "activation" | "residual" | "producer" | "other"
     order: list  # node names in graph order
+    attention: list = field(default_factory=list)  # _Rules.attention
 
 
 class UnsupportedGraph(ValueError):
@@ -124,6 +125,7 @@ class _Rules:
         self.kinds: dict[str, str] = {}
         self.root = type(gm).__name__  # derive_axes sets the model's class name
         self.touched: set = set()  # nodes whose axes the current rule read (every tensor argument must be)
+        self.attention: list[dict] = []  # per attention op: its head-structured classes (graph_modules._mha)
 
     # ---------------------------------------------------------------- elements
     def nax(self, node, d: int):
