@@ -2,9 +2,12 @@
 weights, batch first or not, with and without biases, with learned key/value biases) gets a head group for q and k,
 one for v and ``out_proj``, and a stacked group for the packed rows; random permutations of whole heads and
 within each head leave the float64 outputs unchanged (the proof), a permutation that breaks a head block is
-rejected, and weight matching, activation matching and random permutation keep heads whole."""
+rejected, and weight matching, activation matching and random permutation keep heads whole. A model's own
+attention written with ``view``/``transpose`` and ``F.scaled_dot_product_attention`` gets the same head groups
+(graph_axes.resolve_splits), unless something shared across heads (a per-head-dim scale) forbids them."""
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from lmcflow.alignment import apply_permutation
@@ -39,6 +42,31 @@ class MHANet(nn.Module):
             a = a.transpose(0, 1)
         h = h + a
         h = h + self.mlp(h)
+        return self.head(h.mean(1))
+
+
+class SDPANet(nn.Module):
+    """A model's own attention: separate q/k/v projections split into heads by ``view``, SDPA, merged back by
+    ``reshape``; ``qk_scale``: one learned scale over the head dimension shared by all heads (q·k scaled)."""
+
+    def __init__(self, dim=12, heads=3, qk_scale=False):
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Linear(5, dim)
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
+        self.scale = nn.Parameter(torch.rand(dim // heads) + 0.5) if qk_scale else None
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, 3)
+
+    def forward(self, x):
+        h = self.embed(x)
+        n, length, e = h.shape
+        z = self.norm(h)
+        q, k, v = (f(z).view(n, length, self.heads, e // self.heads).transpose(1, 2) for f in (self.q, self.k, self.v))
+        if self.scale is not None:
+            q = q * self.scale
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(n, length, e)
+        h = h + self.o(a)
         return self.head(h.mean(1))
 
 
@@ -128,3 +156,26 @@ def test_per_head_attention_weights_keep_the_heads_in_order():
     spec = derived_spec(model, example_batch((4, 5), 4))
     assert not spec.heads and spec.axes["attn.in_proj_weight"][0] is None
     assert "per-head attention weights" in spec.fixed["attn.in_proj_weight:0"]
+
+
+def test_a_models_own_sdpa_attention_gets_head_groups():
+    torch.manual_seed(0)
+    model = SDPANet()
+    spec = derived_spec(model, example_batch((4, 5), 4))
+    assert spec.proof_residual < 1e-12
+    assert spec.axes["q.weight"][0] == spec.axes["k.weight"][0] == "q" and spec.axes["o.weight"][1] == "v"
+    assert spec.heads == {"q": ("q:heads", 3), "v": ("q:heads", 3)}
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert all(g is not None for g in hidden_axes(spec, shapes).values())
+    perms, _ = random_permutation(spec, 5)
+    sd_b = apply_permutation(spec, model.state_dict(), perms)
+    got, _ = weight_matching(spec, model.state_dict(), sd_b)
+    assert all(torch.equal(got[g], torch.argsort(perms[g])) for g in spec.groups)
+
+
+def test_a_scale_shared_across_heads_keeps_the_heads_in_order():
+    torch.manual_seed(0)
+    model = SDPANet(qk_scale=True)
+    spec = derived_spec(model, example_batch((4, 5), 4))
+    assert not spec.heads and spec.axes["q.weight"][0] is None
+    assert "merges or splits" in spec.fixed["q.weight:0"]

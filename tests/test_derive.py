@@ -11,6 +11,7 @@ import torchvision.models as tvm
 from torch import nn
 
 from lmcflow.alignment import PermutationSpec, activation_matching, apply_permutation, permutation_spec, weight_matching
+from lmcflow.alignment.coverage import hidden_axes
 from lmcflow.alignment.derive import SpecProofError, derived_spec, example_batch, prove_spec
 from lmcflow.alignment.graph_axes import UnsupportedGraph
 from lmcflow.models import ModelSpec, build_model
@@ -69,6 +70,9 @@ def test_attention_permutes_heads_as_blocks_and_joins_the_residual_stream():
     assert spec.stacks[packed] == ((qk, 768), (qk, 768), (vo, 768))
     assert spec.axes["encoder.ln.weight"] == (stream,) and spec.axes["heads.head.weight"] == (None, stream)
     assert not [k for k in spec.fixed if "self_attention" in k]
+    shapes = {k: tuple(v.shape) for k, v in _tv("vit_b_16", {"image_size": 32}).state_dict().items()}
+    left = [a for a, g in hidden_axes(spec, shapes).items() if g is None]
+    assert left == ["encoder.pos_embedding:1"]  # token positions: the cat that puts the class token first
 
 
 VARIANTS = [(a, n, s) for a, n, s in itertools.product(

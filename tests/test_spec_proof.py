@@ -22,6 +22,7 @@ from lmcflow.alignment import PermutationSpec
 from lmcflow.alignment.derive import SpecProofError, derived_spec, example_batch, prove_spec
 from lmcflow.alignment.proof import proof_state
 from lmcflow.models import ModelSpec, build_model
+from tests.test_attention_heads import SDPANet
 
 
 class AttnBiasNet(nn.Module):
@@ -82,6 +83,7 @@ ARCHS = {  # small builds of each family keep the many proofs cheap
     "attn_bias_mha": lambda: (AttnBiasNet(), (4, 6)),
     "attn_bias_sdpa": lambda: (AttnBiasNet(functional=True), (4, 6)),
     "mha_separate_qkv": lambda: (SeparateQKV(), (4, 6)),
+    "sdpa_heads": lambda: (SDPANet(), (4, 5)),
     "mnasnet": lambda: (tvm.MNASNet(0.25, num_classes=5), (3, 32, 32)),
 }
 
@@ -108,8 +110,10 @@ def head_variants(spec):
                 _respec(spec, spec.axes, heads={**spec.heads, **{g: (tie, count) for g in groups}})))
     out.append(("split a tie", f"{groups[1]} moves its heads alone",
                 _respec(spec, spec.axes, heads={**spec.heads, groups[1]: (f"{tie}~split", h)})))
-    key = next((k for k, _ in spec.members[groups[0]] if k.endswith("k_proj_weight")), None)
-    if key is not None:  # separate q/k/v weights
+    first = spec.members[groups[0]][0][0].rpartition(".")[0] if spec.members[groups[0]] else None
+    key = next((k for k, _ in spec.members[groups[0]] if k.endswith("k_proj_weight") or
+                (k.endswith(".weight") and k.rpartition(".")[0] != first)), None)
+    if key is not None:  # separate q/k/v weights: k's rows kept in order
         out.append(("q permuted without k", key, _respec(spec, _set(spec, key, 0, None))))
     else:  # the k rows of the packed in_proj_weight kept in order
         packed = next(s for s, parts in spec.stacks.items() if parts[0][0] == groups[0])
@@ -136,7 +140,13 @@ def variants(spec, sd, seed=0):
     def pick(items, n=2):
         return rng.sample(items, min(n, len(items)))
 
-    for g, key, d in pick(members, 3):
+    # a key projection's bias shifts all of a query's logits alike, which softmax ignores: not a member to drop
+    def key_bias(g, k):
+        module = spec.members[g][0][0].rpartition(".")[0]
+        return g in spec.heads and k.endswith("bias") and k.rpartition(".")[0] != module
+
+    droppable = [(g, k, d) for g, k, d in members if not key_bias(g, k)]
+    for g, key, d in pick(droppable, 3):
         out.append(("drop a member", f"{key}:{d} of {g}", _respec(spec, _set(spec, key, d, None))))
     scales = [(g, k, d) for g, k, d in members if k.rpartition(".")[2] in ("weight", "layer_scale", "scale")
               and sum(n > 1 for n in sd[k].shape) == 1]

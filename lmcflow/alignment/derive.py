@@ -11,7 +11,7 @@ import torch.fx as fx
 from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from lmcflow.alignment.graph_axes import OVERRIDES, GraphAxes, UnsupportedGraph, _Rules, trace
+from lmcflow.alignment.graph_axes import OVERRIDES, GraphAxes, UnsupportedGraph, _Rules, resolve_splits, trace
 from lmcflow.alignment.graph_rules import apply_rule
 from lmcflow.alignment.proof import PROOF_RTOL, SpecProofError, prove_spec
 from lmcflow.alignment.table import PermutationSpec
@@ -71,7 +71,8 @@ def derive_axes(model: nn.Module, x: torch.Tensor, overrides: dict | None = None
             "\nDeclare each module in model.trace_overrides: {'<module path>': 'fixed'} keeps it whole (its inputs "
             "and outputs keep their order, its parameters are not permuted) or 'elementwise' (it acts entry by "
             "entry on a tensor and returns one of the same shape, like an activation).")
-    return GraphAxes(rules.uf, gm.graph, rules.kinds, [n.name for n in gm.graph.nodes], rules.attention)
+    return GraphAxes(rules.uf, gm.graph, rules.kinds, [n.name for n in gm.graph.nodes], rules.attention,
+                     resolve_splits(rules.uf, rules.splits))
 
 
 def shared_tensors(model: nn.Module) -> dict:
@@ -203,6 +204,9 @@ def derived_spec(model: nn.Module, x: torch.Tensor, overrides: dict | None = Non
                 f"distinct groups. Override: {{'{module}': 'fixed'}} in model.trace_overrides")
     by_name = {v: k for k, v in names.items()}
     spec_heads, stacks = _head_tables(heads, sizes)
+    for _, n_heads, wholes in ga.split_heads:  # head splits written with reshape (graph_axes.resolve_splits)
+        groups = [names[r] for r in wholes if names.get(r) in sizes]
+        spec_heads.update({g: (f"{groups[0]}:heads", n_heads) for g in groups})
     spec = PermutationSpec(
         arch=arch or type(model).__name__, axes=axes, sizes=sizes, feature_indices={},
         parameters=tuple(k for k, _ in model.named_parameters() if k in axes),
