@@ -35,7 +35,7 @@ def run_identifiability_block(point: Point, pairs: list, models: dict, data_path
 def run_identifiability_group(entries: list[ModelsEntry], pairs: list, data_paths: dict, out_matching: str,
                               out_lmc: str, device: str = "auto", interpolation: str | None = None) -> None:
     """Rule ``identifiability``: ``identifiability_rows`` of every point of a grid group for one pair block.
-    ``entries``: one ``lmcflow.payloads.ModelsEntry`` per point (``PLAN.ident.entries``, ``lmcflow.plan.families.IdentRules``); ``interpolation``: rule
+    ``entries``: one ``lmcflow.payloads.ModelsEntry`` per point (``PLAN.ident.entries``); ``interpolation``: rule
     interpolate's file of the group and pair block (its identity paths are read, not evaluated again)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
