@@ -15,17 +15,18 @@ executor runs a snakemake inside the job, which runs another one under srun, eac
 parsing the workflow) and the node has as many slots as the machine has cores,
 and the executor's status polls back off (5, 20, 45, 80 s ... after a submission),
 so by default both runs use a *trimmed* copy
-of tests/configs/tiny.yaml: its first study with 2 seeds, the first value of every
-sweep key, the first merge method, no alignment/analysis blocks and no claims
-(4 SLURM jobs: prepare_data, 2 x train, interpolate). Targets are the tables the
-SLURM jobs feed: results/tables/{runs,interpolation,barriers}.parquet.
+of tests/configs/tiny.yaml: its first study with 3 seeds in bundles of 2 on a 12,000-image Fashion-MNIST subset, the
+first value of every sweep key, the first merge method, no alignment/analysis blocks and no claims (5 SLURM jobs:
+prepare_data, 2 x train, 2 x interpolate). Targets are the tables the SLURM jobs feed:
+results/tables/{runs,interpolation,barriers}.parquet.
 LMCFLOW_SLURM_TEST_FULL=1 runs tiny.yaml as it is, all targets (tens of minutes
 on 2 CPUs).
 
 test_maxtime_split_and_cancelled_training_resumes: a grid group of two points whose job would ask for more than
 the partition's MaxTime is split in two (every request fits; sbatch would refuse one that did not), and a train
 job cancelled (scancel) mid-training resumes from its last epoch state when the same command runs again: at
-most one epoch is lost.
+most one epoch is lost. Its working folder starts with the data the SLURM run of the other tests prepared (the
+same data section), so its SLURM jobs are the train jobs it is about.
 
 Knobs: LMCFLOW_SLURM_START_TIMEOUT (s, default 240, includes apt-get install),
 LMCFLOW_SLURM_RUN_TIMEOUT (s per snakemake run, default 900),
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +67,7 @@ FULL = os.environ.get("LMCFLOW_SLURM_TEST_FULL") == "1"
 # the test partition's MaxTime (tests/slurm/start_cluster.sh); every run plans with cluster.max_runtime = it
 MAX_TIME = int(os.environ.get("LMCFLOW_SLURM_MAX_TIME", "10"))
 TABLES = ("runs", "interpolation", "barriers")
+SUBSET = 12000  # training images of the trimmed config's dataset
 
 # Columns that legitimately differ between a SLURM and a local run. (String columns
 # holding an absolute path into the run directory are dropped as well.) Everything
@@ -134,10 +137,12 @@ def slurm_cluster():
 
 def trimmed_config(tiny: dict) -> dict:
     """The smallest config of the same shape with bundled jobs: one study, one point, 3 seeds in bundles of 2
-    (train bundles {0, 1} and {2}; pair blocks 0-0 with pair (0, 1) and 0-1 with pairs (0, 2), (1, 2))."""
+    (train bundles {0, 1} and {2}; pair blocks 0-0 with pair (0, 1) and 0-1 with pairs (0, 2), (1, 2)), trained on
+    a 12,000-image subset of the study's dataset (every SLURM job pays start-up, not arithmetic)."""
     cfg = {k: v for k, v in tiny.items() if k != "claims"}
     name, study = next(iter(tiny["studies"].items()))
-    study = dict(study, seeds=list(study["seeds"])[:3])
+    cfg["data"] = {**cfg["data"], "subsets": {"slurm_subset": {"base": study["dataset"], "n_train": SUBSET}}}
+    study = dict(study, seeds=list(study["seeds"])[:3], dataset="slurm_subset")
     study["train"] = dict(study.get("train") or {}, bundle=2)
     sweep = study.get("sweep") or {}
     first_grid = sweep[0] if isinstance(sweep, list) else sweep
@@ -157,7 +162,7 @@ def trimmed_config(tiny: dict) -> dict:
 
 
 class _Run:
-    """One snakemake process writing its output to <workdir>.snakemake.txt."""
+    """One snakemake process writing its output to <label>.snakemake.txt beside its working folder."""
 
     def __init__(self, label: str, workdir: Path, configfile: Path, targets: list[str], *args: str,
                  nice: int = 0):
@@ -167,7 +172,7 @@ class _Run:
         if nice:
             self.cmd = ["nice", "-n", str(nice), *self.cmd]
         self.seconds = None
-        self.log = workdir.parent / f"{workdir.name}.snakemake.txt"
+        self.log = workdir.parent / f"{re.sub(r'[^a-z]+', '-', label).strip('-')}.snakemake.txt"  # one per run
         self.t0 = time.monotonic()
         with open(self.log, "w") as fh:
             self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=_env(),
@@ -357,12 +362,15 @@ def test_tables_equal_local_run(runs):
     assert compared_numeric > 0
 
 
-EPOCHS = 40  # ~1-5 s each: time to see a few epochs of both train jobs and cancel them before they finish
+EPOCHS = 40  # ~0.2-1 s each on the subset: time to see a few epochs of both train jobs and cancel them mid-training
+POLL_S = 0.2  # the test's own polling: it cancels within a fraction of an epoch of seeing epoch 3
 
 
 def resume_config(tiny: dict) -> dict:
     """Two points of one shape (one grid group without a limit), two seeds in one bundle, enough epochs to cancel
-    a job mid-training; ``cluster.safety`` set so that one point's train job fits MaxTime and the group's does not."""
+    a job mid-training; ``cluster.job_overhead_s`` set so that one point's train job fits MaxTime and the group's
+    does not (halfway between their requests; a safety factor scaled up instead would scale the memory requests of
+    these seconds-long jobs past the node's memory)."""
     from lmcflow.plan import Plan
     from lmcflow.plan.summary import planned_jobs
 
@@ -374,8 +382,10 @@ def resume_config(tiny: dict) -> dict:
     cfg["studies"] = {name: study}
     alone = dict(cfg, studies={name: dict(study, train=dict(study["train"], bundle_grid=1))})
     single_s = max(j.request.seconds for j in planned_jobs(Plan(_resolved(alone))))
-    cfg["cluster"] = {"max_runtime": MAX_TIME, "job_overhead_s": 60,
-                      "safety": round(0.8 * (MAX_TIME * 60 - 60) / single_s, 2)}
+    together_s = max(j.request.seconds for j in planned_jobs(Plan(_resolved(cfg))))
+    safety = 4.0
+    cfg["cluster"] = {"max_runtime": MAX_TIME, "safety": safety,
+                      "job_overhead_s": round(MAX_TIME * 60 - safety * (single_s + together_s) / 2)}
     return cfg
 
 
@@ -396,7 +406,7 @@ def _squeue(run_id: str, fmt: str) -> list[str]:
 
 
 @live_cluster
-def test_maxtime_split_and_cancelled_training_resumes(slurm_cluster, tmp_path):
+def test_maxtime_split_and_cancelled_training_resumes(runs, tmp_path):
     from lmcflow.plan import Plan
     from lmcflow.plan.summary import planned_jobs
 
@@ -410,7 +420,9 @@ def test_maxtime_split_and_cancelled_training_resumes(slurm_cluster, tmp_path):
     configfile = tmp_path / "resume.yaml"
     configfile.write_text(yaml.safe_dump(cfg))
     workdir = tmp_path / "run"
-    workdir.mkdir()
+    # the data the SLURM run of `runs` prepared (resume_config keeps trimmed_config's data section; file times
+    # kept), so this test's SLURM jobs are its train jobs (LMCFLOW_SLURM_TEST_FULL: another file, prepared here)
+    shutil.copytree(runs["slurm"] / "work/data", workdir / "work/data", ignore=shutil.ignore_patterns("raw"))
     args = ("--profile", str(REPO / "profiles/slurm"), "--retries", "0")
     target = ["results/tables/runs.parquet"]
     first = _Run("slurm (cancelled)", workdir, configfile, target, *args)
@@ -429,7 +441,7 @@ def test_maxtime_split_and_cancelled_training_resumes(slurm_cluster, tmp_path):
                 if ids:  # SIGTERM now, SIGKILL after KillWait: the job dies mid-training
                     subprocess.run(["scancel", *ids], check=True, timeout=30)
                     cancelled.add(log)
-            time.sleep(1)
+            time.sleep(POLL_S)
         assert len(cancelled) == 2, f"not both train jobs were cancelled mid-training\n{first.log.read_text()[-4000:]}"
         first.proc.wait(timeout=RUN_TIMEOUT)
     finally:
@@ -441,7 +453,7 @@ def test_maxtime_split_and_cancelled_training_resumes(slurm_cluster, tmp_path):
     limits = _squeue(run_id, "%l")
     second = _Run("slurm (resumed)", workdir, configfile, target, *args)
     while time.monotonic() < deadline + RUN_TIMEOUT and not second.poll():
-        time.sleep(1)
+        time.sleep(POLL_S)
     second.result()
     for log, (last, old) in before.items():
         text = log.read_text()  # snakemake may start the rerun's log afresh
