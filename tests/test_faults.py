@@ -50,22 +50,26 @@ def run(workdir, *args, config=FAULTS_CFG, check_rc=True, timeout=600):
 STABLE_COLUMNS = ["wall_time_s", "train_seconds", "checkpoint"]
 
 
+TABLES = ("runs", "interpolation", "barriers")
+TARGETS = [f"results/tables/{k}.parquet" for k in TABLES]  # what the tests compare (no figures, no provenance)
+
+
 def tables(workdir):
-    return {k: pd.read_parquet(workdir / f"results/tables/{k}.parquet") for k in ("runs", "interpolation", "barriers")}
+    return {k: pd.read_parquet(workdir / f"results/tables/{k}.parquet") for k in TABLES}
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     wd = tmp_path_factory.mktemp("reference")
-    run(wd)
+    run(wd, *TARGETS)
     return wd
 
 
 @pytest.mark.slow
 @pytest.mark.fmnist
 def test_killed_training_resumes_to_identical_tables(reference, tmp_path):
-    proc = subprocess.Popen(smk_cmd(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(smk_cmd(tmp_path, FAULTS_CFG, *TARGETS), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     states = []
     deadline = time.monotonic() + 300
     try:
@@ -82,7 +86,7 @@ def test_killed_training_resumes_to_identical_tables(reference, tmp_path):
     ckpts = list((tmp_path / "work/models").rglob("seed-*.safetensors"))
     assert all(".state." in p.name for p in ckpts) or len(ckpts) < 2  # no complete-looking half output
     run(tmp_path, "--unlock")
-    run(tmp_path, "--rerun-incomplete")
+    run(tmp_path, "--rerun-incomplete", *TARGETS)
     logs = "".join(p.read_text() for p in (tmp_path / "logs/train").rglob("*.log"))
     assert "resumed from" in logs
     assert not list((tmp_path / "work/state").rglob("*.state.safetensors"))  # removed on completion
@@ -101,7 +105,7 @@ def test_truncated_checkpoint_is_named(reference):
     data = ckpt.read_bytes()
     try:
         ckpt.write_bytes(data[: len(data) // 3])
-        res = run(reference, "--forcerun", "interpolate", check_rc=False)
+        res = run(reference, "--forcerun", "interpolate", *TARGETS, check_rc=False)
         out = res.stdout + res.stderr + "".join(p.read_text() for p in (reference / "logs/merge").rglob("*.log"))
         assert res.returncode != 0
         assert str(ckpt.relative_to(reference)) in out and "rule train" in out and "corrupt or truncated" in out
