@@ -53,17 +53,24 @@ def training_seed(point: Point, seed: int) -> int:
     return real_seed(point.partner, seed) if point.partner == "collapsed" else int(seed)
 
 
+# buffers that are a symmetry-breaking layer's structure, not a magnitude: the 0/1 mask D of W_eff = D⊙W + F and
+# the gate matrix C inside sigmoid(Cx)⊙x (lmcflow.symmetry); a collapse keeps them
+STRUCTURE_BUFFERS = ("mask", "C")
+
+
 def collapse(model, point: Point) -> None:
     """A collapsed partner: every parameter and buffer of the trained ``model`` times ``collapse_scale`` (in place;
-    other kinds unchanged)."""
+    other kinds unchanged), the fixed offset F included, so W_eff = D⊙W + F becomes s·W_eff; the structure buffers
+    (``STRUCTURE_BUFFERS``: the 0/1 mask, the gate matrix) stay, since scaling D would scale W by s² and leave a
+    fractional mask on the merge path. Reason for F: docs/claims.md, "Null partners"."""
     if point.partner != "collapsed":
         return
     import torch  # here, not at the top: lmcflow.config is read at DAG construction, where torch costs seconds
 
     scale = float(null_partner_params(point)["collapse_scale"])
     with torch.no_grad():
-        for t in model.state_dict().values():
-            if t.is_floating_point():
+        for name, t in model.state_dict().items():
+            if t.is_floating_point() and name.rsplit(".", 1)[-1] not in STRUCTURE_BUFFERS:
                 t.mul_(scale)
 
 
