@@ -5,7 +5,8 @@ kind: the same model and settings, seeds ``PARTNER_SEED_OFFSET[kind] + b`` for e
 ``untrained``: ``train.epochs: 0`` (the seeded initialisation); ``shuffled_labels``: the same bundled training on
 the training labels permuted by a permutation drawn from the partner's own seed (``Dataset.with_shuffled_labels``);
 ``collapsed``: B itself scaled toward zero, the model real seed b gives (its initialisation and data order, the
-same training), every parameter multiplied by ``collapse_scale`` (``collapsed_model_seed``, ``collapse``): the
+same training), every parameter multiplied by ``collapse_scale`` (``training_seed``, ``collapse``; the offset F of a
+W-asymmetric or SyRe layer too, its mask not: W_eff × s): the
 merge θ_A/2 + s·θ_B/2 is "A plus almost nothing", what a shuffled-label partner that weight decay collapsed gives.
 The partner point's pairs are (real a, partner of b): the pairs of the real point with B replaced, so a claim
 compares them pair by pair and the seed-level jackknife drops seed s from both.
