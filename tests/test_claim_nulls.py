@@ -149,6 +149,31 @@ def test_identifiability_pair_claims_fail_their_headline_with_a_useless_partner(
     assert head["verdict"] != SUPPORTED, (cid, kind, head["statistic"], head["ci_low"], head["ci_high"])
 
 
+@pytest.mark.parametrize("study", ["sym", "tradeoff", "coh"])
+def test_a_collapsed_identifiability_partner_is_its_model_b_fitting_worse(study):
+    """A collapsed partner is real model b, trained as b is (same epochs), then scaled (W_eff × 0.1, F included):
+    it fits its training data worse than b does, every one of them (the coherence study, a regression, too: B's
+    targets are not its to keep once it is scaled), so its pairs are pairs with a broken B."""
+    runs = recorded(study)["runs"]
+    real = runs[runs.partner == "real"].set_index(["point", "seed"])
+    col = runs[runs.partner == "collapsed"]
+    col = col.assign(point=col.point.str.split(PARTNER_SEP).str[0],
+                     seed=col.seed - PARTNER_SEED_OFFSET["collapsed"]).set_index(["point", "seed"])
+    assert len(col) == len(real) and (col.epochs == real.epochs.loc[col.index]).all()
+    assert (col.train_loss > real.train_loss.loc[col.index]).all()
+
+
+def test_the_identity_objective_of_a_collapsed_layernorm_partner_is_b_s_and_the_control_says_so():
+    """Pearson activation matching is scale-invariant and LayerNorm divides the scale out, so a collapsed B's units
+    are B's units: the identity objective with a collapsed B is within 0.05 of the real pairs' (the headline is
+    not supported with it only as the real one is not). The same-run control is what tells them apart: it does not
+    pass, and the claim cannot be supported on a statistic a collapsed partner reproduces."""
+    res = evaluate("sigma-f-identity", recorded("sym"))
+    rec = {r["kind"]: r for r in res["null_controls"]}["collapsed"]
+    assert abs(rec["real"]["statistic"] - rec["null"]["statistic"]) < 0.05
+    assert rec["verdict"] != SUPPORTED and res["verdict"] != SUPPORTED
+
+
 @pytest.mark.parametrize("cid", list(HEADLINE))
 def test_the_recorded_run_runs_the_identifiability_controls(cid):
     """On the recorded study (real and partner pairs) every identifiability pair claim runs its same-run control
