@@ -171,6 +171,10 @@ def test_a_models_own_sdpa_attention_gets_head_groups():
     sd_b = apply_permutation(spec, model.state_dict(), perms)
     got, _ = weight_matching(spec, model.state_dict(), sd_b)
     assert all(torch.equal(got[g], torch.argsort(perms[g])) for g in spec.groups)
+    b = SDPANet()
+    b.load_state_dict(sd_b)
+    got, _ = activation_matching(model, b, spec, torch.randn(64, 4, 5, generator=torch.Generator().manual_seed(2)))
+    assert all(torch.equal(got[g], torch.argsort(perms[g])) for g in spec.groups)
 
 
 def test_a_scale_shared_across_heads_keeps_the_heads_in_order():

@@ -20,7 +20,7 @@ import pytest
 
 from lmcflow.cli import main
 from lmcflow.io import TABLE_KIND_KEY
-from lmcflow.plan.core import result_table_rule, study_table_rule
+from lmcflow.plan.ruletable import result_table_rule, study_table_rule
 from lmcflow.tables import RUN_SPECIFIC_COLUMNS
 from lmcflow.verify import verify
 from tests.conftest import copy_run, run_snakemake
