@@ -19,7 +19,7 @@ include: "workflow/rules/claims.smk"
 include: "workflow/rules/provenance.smk"
 
 
-report: PLAN.report_front_page()
+report: PLAN.targets.report_front_page()
 
 
 localrules:
@@ -28,4 +28,4 @@ localrules:
 
 rule all:
     input:
-        PLAN.all_targets(),
+        PLAN.targets.all_targets(),

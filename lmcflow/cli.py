@@ -29,7 +29,6 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 from lmcflow.claims import REGISTRY
 from lmcflow.claims.regime import BELOW_REGIME
@@ -47,9 +46,9 @@ from lmcflow.doc_tables import (  # noqa: F401  (the names tests and docs import
 from lmcflow.grouping import all_grid_groups, pair_blocks
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
+from lmcflow.plan.facade import Plan
 from lmcflow.plan.imported import Imports
 from lmcflow.plan.requests import group_fits
-from lmcflow.plan.rules import Plan
 from lmcflow.plan.summary import format_plan
 from lmcflow.plan.trace import trace
 from lmcflow.provenance import CHECKOUT
@@ -63,7 +62,7 @@ def load_and_check(path: str | None, overrides: list[str] | None = None) -> tupl
     check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
     points = expand_points(cfg)
     validate_points(points)
-    Imports(SimpleNamespace(config=cfg))  # imported checkpoints exist, one per seed (relative to the cwd)
+    Imports(cfg)  # imported checkpoints exist, one per seed (relative to the cwd)
     return cfg, points
 
 
@@ -259,7 +258,7 @@ def run_workflow(args: list[str]) -> int:
         cfg = resolve_config(configfiles, overrides)
         check_semantics(cfg, REGISTRY, dataset_names(cfg["data"]), ARCHITECTURES)
         validate_points(expand_points(cfg))
-        Imports(SimpleNamespace(config=cfg))
+        Imports(cfg)
     except ConfigError as err:
         print(f"lmcflow run: {err}", file=sys.stderr)
         return 2

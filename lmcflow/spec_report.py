@@ -59,6 +59,10 @@ def spec_report(factory: str, in_shape: tuple, num_classes: int, kwargs: dict | 
     lines = [head, f"groups ({len(spec.groups)}):"]
     for g, n in spec.sizes.items():
         members = ", ".join(f"{k}[{d}]" for k, d in spec.members[g])
+        if g in spec.heads:
+            members = f"[{spec.heads[g][1]} heads of {spec.heads[g][0]}] {members}".rstrip()
+        elif g in spec.stacks:
+            members = f"[stack of {', '.join(str(p) for p, _ in spec.stacks[g])}] {members}"
         lines.append(f"  {g:32s} {n:6d} units  {members}")
     rows = layer_coverage(spec, model.state_dict())
     hidden = sum(r["hidden"] for r in rows)

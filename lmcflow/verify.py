@@ -41,7 +41,7 @@ from lmcflow.io import (
     table_content_sha256,
 )
 from lmcflow.plan import Plan, needed_jobs, producers
-from lmcflow.plan.core import result_table_rule, study_table_rule
+from lmcflow.plan.ruletable import result_table_rule, study_table_rule
 from lmcflow.provenance import CHECKOUT
 from lmcflow.tables import RESULT_PARTS
 
@@ -111,8 +111,8 @@ class Verification:
         are listed where this folder is not that run's (its ``paths.results`` elsewhere, its runs table holding
         studies the config does not have)."""
         plan = Plan.from_files(list(configfiles))
-        if (self.workdir / plan.results).resolve() != self.results.resolve():
-            return [], f"the config's paths.results is {plan.results}, not this folder"
+        if (self.workdir / plan.paths.results).resolve() != self.results.resolve():
+            return [], f"the config's paths.results is {plan.paths.results}, not this folder"
         runs = self.results / "tables/runs.parquet"
         try:
             studies = set(pq.read_table(str(runs), columns=["study"]).column("study").to_pylist())
@@ -120,13 +120,13 @@ class Verification:
             studies = set()
         # The runs table is written once every study has trained, so a run of this config holds all its studies:
         # a folder holding only some of them is another config's run, whose outputs are not this config's.
-        if studies and studies != set(plan.studies):
-            extra, lacking = sorted(studies - set(plan.studies)), sorted(set(plan.studies) - studies)
+        if studies and studies != set(plan.grid.studies):
+            extra, lacking = sorted(studies - set(plan.grid.studies)), sorted(set(plan.grid.studies) - studies)
             parts = (extra and f"has studies {', '.join(extra)} that the config has not",
                      lacking and f"lacks the config's studies {', '.join(lacking)}")
             differ = "; ".join(part for part in parts if part)
             return [], f"its runs table {differ}: give verify the run's --configfile"
-        return [t for t in plan.all_targets() if not (self.workdir / t).exists()], ""
+        return [t for t in plan.targets.all_targets() if not (self.workdir / t).exists()], ""
 
     def make_command(self, configfiles=(), snakemake: str = "snakemake") -> str:
         """The command that makes what a run lacks, run from any directory."""

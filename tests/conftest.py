@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 # and so do the files that share one session run (SHARED_RUNS), so that the run is made once. The files go out
 # heaviest first (HEAVY_FIRST, by CPU-seconds measured with --durations; the rest in file order): the longest work
 # starts first and the light files fill the gaps, so the two workers finish together.
-SHARED_RUNS = {"tests/test_workflow.py": "tiny_run", "tests/test_recovery.py": "tiny_run",
+SHARED_RUNS = {"tests/test_workflow.py": "tiny_run", "tests/test_recovery.py": "small_run",
                "tests/test_reproducibility.py": "small_run", "tests/test_compare.py": "small_run"}
 HEAVY_FIRST = ("tests/test_slurm.py", "tiny_run", "small_run", "tests/test_faults.py", "tests/test_gpu_scripts.py",
                "tests/test_incremental_seeds.py", "tests/test_portable_bits.py", "tests/test_replicates.py",
@@ -74,10 +74,10 @@ def copy_run(src: Path, dst: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
-    """tests/configs/tiny.yaml, run once per session: the finished run that the end-to-end files (SHARED_RUNS)
-    copy."""
+    """tests/configs/tiny.yaml, run once per session: the finished run that the end-to-end file of SHARED_RUNS
+    copies."""
     wd = tmp_path_factory.mktemp("tiny_run")
-    run_snakemake(REPO / "tests/configs/tiny.yaml", wd, timeout=1800)  # a failure here fails two files
+    run_snakemake(REPO / "tests/configs/tiny.yaml", wd, timeout=1800)
     return wd
 
 
@@ -106,7 +106,7 @@ def small_run(small_config_file, tmp_path_factory):
     wd = tmp_path_factory.mktemp("small_run")
     old = os.umask(0o022)
     try:
-        run_snakemake(small_config_file, wd, timeout=1800)  # a failure here fails two files
+        run_snakemake(small_config_file, wd, timeout=1800)  # a failure here fails three files
     finally:
         os.umask(old)
     return wd

@@ -93,7 +93,7 @@ def test_explicit_resources_override_the_estimate():
             r = plan.job_request("train", j.wc)
             assert not r.estimated and r.mem_mb == 1234
             # 7 min per model × the job's models × its points (width 1 or less: no width scaling)
-            assert r.runtime == 7 * len(plan.block_seeds(j.wc)) * len(plan.group_points(j.wc))
+            assert r.runtime == 7 * len(plan.grid.block_seeds(j.wc)) * len(plan.grid.group_points(j.wc))
     assert all(r.estimated for r in requests(plan, "interpolate"))  # merge.resources set no runtime
 
 
@@ -107,14 +107,15 @@ def limit_config(max_runtime, bundle_grid=16, epochs=300):
 
 def test_grid_groups_split_to_fit_the_limit():
     free = Plan(limit_config(None))
-    assert max(len(pts) for pts in free.groups.values()) == 2  # width 1: both weight decays in one group
+    assert max(len(pts) for pts in free.grid.groups.values()) == 2  # width 1: both weight decays in one group
     grouped = max(r.runtime for r in requests(free, "train"))
     alone = max(r.runtime for r in requests(Plan(limit_config(None, bundle_grid=1)), "train"))
     assert alone < grouped
     plan = Plan(limit_config(alone))
-    assert len(plan.groups) == len(free.groups) + 1  # the two-point group was split
+    assert len(plan.grid.groups) == len(free.grid.groups) + 1  # the two-point group was split
     assert max(j.request.runtime for j in planned_jobs(plan)) <= alone
-    assert sorted(p.point for pts in plan.groups.values() for p in pts) == sorted(p.point for p in free.points.values())
+    assert (sorted(p.point for pts in plan.grid.groups.values() for p in pts)
+            == sorted(p.point for p in free.grid.points.values()))
     assert all(r["over_limit"] == 0 for r in rule_rows(planned_jobs(plan), alone))
 
 
@@ -136,7 +137,7 @@ def test_resources_are_not_params():
                                                                        for j in jb]
     for j in ja:
         if j.rule == "train":
-            assert pa.train_points(j.wc) == pb.train_points(j.wc)
+            assert pa.train.points(j.wc) == pb.train.points(j.wc)
             assert pa.job_request("train", j.wc).runtime < pb.job_request("train", j.wc).runtime
 
 

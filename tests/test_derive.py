@@ -11,6 +11,7 @@ import torchvision.models as tvm
 from torch import nn
 
 from lmcflow.alignment import PermutationSpec, activation_matching, apply_permutation, permutation_spec, weight_matching
+from lmcflow.alignment.coverage import hidden_axes
 from lmcflow.alignment.derive import SpecProofError, derived_spec, example_batch, prove_spec
 from lmcflow.alignment.graph_axes import UnsupportedGraph
 from lmcflow.models import ModelSpec, build_model
@@ -49,21 +50,29 @@ def test_torchvision_models_derive_and_prove(name, kw, shape):
     for key in spec.axes:  # the model's input and output axes are never permuted
         if key.endswith("weight") and spec.axes[key]:
             assert not (key == _first_weight(model) and spec.axes[key][1] is not None)
-    assert all(spec.feature_nodes[g] for g in spec.groups)
+    # activation matching reads every group at graph nodes, except an attention's q/k/v, which no node holds
+    assert all(spec.feature_nodes[g] for g in spec.groups if g not in spec.heads and g not in spec.stacks)
 
 
 def _first_weight(model):
     return next(k for k, v in model.state_dict().items() if k.endswith("weight") and v.dim() > 1)
 
 
-def test_attention_keeps_heads_whole_and_joins_the_residual_stream():
+def test_attention_permutes_heads_as_blocks_and_joins_the_residual_stream():
     spec = _tv_spec("vit_b_16")
     attn = "encoder.layers.encoder_layer_0.self_attention"
     stream = spec.axes["conv_proj.weight"][0]
-    assert spec.axes[f"{attn}.in_proj_weight"] == (None, stream)  # q/k/v units inside the heads stay
-    assert spec.axes[f"{attn}.out_proj.weight"] == (stream, None)
+    qk, vo, packed = f"{attn}.qk", f"{attn}.vo", f"{attn}.in_proj"
+    assert spec.axes[f"{attn}.in_proj_weight"] == (packed, stream)  # q, k, v rows: a stack of head groups
+    assert spec.axes[f"{attn}.in_proj_bias"] == (packed,)
+    assert spec.axes[f"{attn}.out_proj.weight"] == (stream, vo)
+    assert spec.heads[qk] == spec.heads[vo] == (attn, 12)
+    assert spec.stacks[packed] == ((qk, 768), (qk, 768), (vo, 768))
     assert spec.axes["encoder.ln.weight"] == (stream,) and spec.axes["heads.head.weight"] == (None, stream)
-    assert f"{attn}.in_proj_weight:0" in spec.fixed and "heads" in spec.fixed[f"{attn}.in_proj_weight:0"]
+    assert not [k for k in spec.fixed if "self_attention" in k]
+    shapes = {k: tuple(v.shape) for k, v in _tv("vit_b_16", {"image_size": 32}).state_dict().items()}
+    left = [a for a, g in hidden_axes(spec, shapes).items() if g is None]
+    assert left == ["encoder.pos_embedding:1"]  # token positions: the cat that puts the class token first
 
 
 VARIANTS = [(a, n, s) for a, n, s in itertools.product(

@@ -88,7 +88,7 @@ def test_bundles_are_kept_only_where_bits_do_not_depend_on_bundle_mates(tmp_path
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(with_seeds([0, 1, 2])))
     plan = Plan.from_files([path])
-    pts = list(plan.groups.values())[0]
+    pts = list(plan.grid.groups.values())[0]
     assert keeps_bundles(plan.config, pts)
     for key, value in (("device", "auto"), ("device", "cuda"), ("threads", {"train": 2, "merge": 1})):
         assert not keeps_bundles(dict(plan.config, **{key: value}), pts), (key, value)

@@ -26,7 +26,7 @@ def default_plan():
 
 
 def test_default_targets_and_counts(default_plan):
-    targets = default_plan.all_targets()
+    targets = default_plan.targets.all_targets()
     assert targets[:3] == [f"results/tables/{k}.parquet" for k in ("runs", "interpolation", "barriers")]
     assert "results/claims/lewc.json" in targets and "results/tables/paper_table1.parquet" in targets
     assert targets[-2:] == ["results/provenance.json", "results/provenance.html"]
@@ -39,7 +39,7 @@ def test_default_targets_and_counts(default_plan):
     assert (counts["train"], counts["interpolate"], counts["align"], counts["mechanism"]) == (21, 21, 18, 11)
     assert (counts["swap_costs"], counts["identifiability"]) == (3, 4)
     assert counts["merge_many"] == 3  # the width study's default-weight-decay arm, real models: one job per width
-    assert counts["claim"] == len(default_plan.claim_cfg) == 20
+    assert counts["claim"] == len(default_plan.claims.names()) == 20
 
 
 def test_default_job_inputs(default_plan):
@@ -57,8 +57,9 @@ def test_default_job_inputs(default_plan):
     aligned = [j for j in needed_jobs(default_plan) if j.rule == "mechanism" and j.wildcards["method"] != "identity"]
     for j in aligned:  # a non-identity method's mechanism job reads rule align's files of its pair block
         w = j.wildcards
-        assert j.input["alignment"] == [default_plan.align_file(w["study"], w["point"], w["method"], w["blocks"]),
-                                        default_plan.align_row_file(w["study"], w["point"], w["method"], w["blocks"])]
+        paths = default_plan.paths
+        assert j.input["alignment"] == [paths.align_file(w["study"], w["point"], w["method"], w["blocks"]),
+                                        paths.align_row_file(w["study"], w["point"], w["method"], w["blocks"])]
     swap = job(default_plan, "swap_costs", study="intrinsic_dim")
     assert swap.input["bundle"] == ["work/models/intrinsic_dim/grid/bundle-0"]
     assert job(default_plan, "study_table_identifiability", study="sigma_f").input[""] == [  # + null partners'
@@ -71,7 +72,7 @@ def test_null_partners_train_and_run_through_the_pair_jobs(default_plan):
     """The default's null partners: a partner point per kind at the two `at` points, trained by rule train from
     its own seeds (untrained: epochs 0), whose pair jobs read the real point's models A and the partners B."""
     P = default_plan
-    partners = {(p.point, p.partner): p for p in P.study_points("width") if p.partner != "real"}
+    partners = {(p.point, p.partner): p for p in P.grid.study_points("width") if p.partner != "real"}
     assert set(partners) == {(f"width-{w}__weight_decay-0.003__partner-{k}", k)
                              for w in ("0.0625", "1") for k in ("untrained", "shuffled_labels", "collapsed")}
     collapsed = partners[("width-1__weight_decay-0.003__partner-collapsed", "collapsed")]
@@ -82,17 +83,17 @@ def test_null_partners_train_and_run_through_the_pair_jobs(default_plan):
     assert untrained.seeds == [1000, 1001, 1002, 1003, 1004] and untrained.train["epochs"] == 0
     assert shuffled.seeds == [2000, 2001, 2002, 2003, 2004] and shuffled.train["epochs"] == 5
     assert {k: v for k, v in shuffled.train.items() if k != "epochs"} == \
-        {k: v for k, v in P.points[("width", "width-1__weight_decay-0.003")].train.items() if k != "epochs"}
+        {k: v for k, v in P.grid.points[("width", "width-1__weight_decay-0.003")].train.items() if k != "epochs"}
     train = job(P, "train", study="width", group=shuffled.point, block="400")
     assert train.output == [f"work/models/width/{shuffled.point}/bundle-400"]
-    assert [p["partner"] for p in P.train_points(train.wc)] == ["shuffled_labels"]  # the train job shuffles
-    assert P.train_points(job(P, "train", study="width", group="grid__width-1", block="0").wc)[0].get(
+    assert [p["partner"] for p in P.train.points(train.wc)] == ["shuffled_labels"]  # the train job shuffles
+    assert P.train.points(job(P, "train", study="width", group="grid__width-1", block="0").wc)[0].get(
         "partner") is None  # a real point's params are what they were without null partners
     merge = job(P, "interpolate", study="width", group=untrained.point, blocks="0-200")
     assert merge.input["bundles"] == ["work/models/width/grid__width-1/bundle-0",
                                       f"work/models/width/{untrained.point}/bundle-200"]
-    assert P.block_pairs(merge.wc) == [(a, 1000 + b) for a in range(5) for b in range(5) if a < b]
-    (entry,) = P.merge_entries(merge.wc)
+    assert P.grid.block_pairs(merge.wc) == [(a, 1000 + b) for a in range(5) for b in range(5) if a < b]
+    (entry,) = P.merge.entries(merge.wc)
     assert entry["methods"] == ["identity", "weight_matching", "random_permutation"]
     real_bundle = "work/models/width/grid__width-1/bundle-0/width-1__weight_decay-0.003"
     assert entry["models"][0][0] == f"{real_bundle}/seed-0.safetensors"
@@ -103,7 +104,7 @@ def test_null_partners_train_and_run_through_the_pair_jobs(default_plan):
     assert job(P, "mechanism", study="width", point=shuffled.point, method="identity", blocks="0-400")
     # the claims read the partner rows from the same study tables; their scale is the real points'
     lewc = job(P, "claim", claim="lewc")
-    assert all(p.get("partner") is None for p in P.claim_points(lewc.wc))
+    assert all(p.get("partner") is None for p in P.claims.points(lewc.wc))
 
 
 def test_null_partners_config_errors():
@@ -120,7 +121,7 @@ def test_every_file_has_one_maker_and_every_input_a_maker(config):
     plan = load_plan(config)
     made = producers(rule_jobs(plan))  # raises DuplicateOutput where two jobs would make one file
     jobs = needed_jobs(plan)  # raises where a job reads a file no job makes
-    assert {f for j in jobs for f in j.output} >= set(plan.all_targets())
+    assert {f for j in jobs for f in j.output} >= set(plan.targets.all_targets())
     assert all(made[f] == j for j in jobs for f in j.output)
     assert sum(1 for j in jobs if j.rule == "all") == 1
 

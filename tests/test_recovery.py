@@ -1,8 +1,11 @@
-"""Recovery on a real damaged run (tests/configs/tiny.yaml, run once): `lmcflow verify` names every damaged file
-with its rule and never raises, whatever byte is flipped; the command it prints rebuilds the damaged files, and
-deleting a damaged checkpoint and rerunning snakemake rebuilds it, bit for bit, after which verify is clean."""
+"""Recovery on a real damaged run (the session's ``small_run``: tests/configs/tiny.yaml cut down, two bundles of
+three models, weight matching, a claim): `lmcflow verify` names every damaged file with its rule and never raises,
+whatever byte is flipped; the command it prints rebuilds the damaged files, and deleting a damaged checkpoint and
+rerunning snakemake rebuilds it, bit for bit, after which verify is clean. The rebuilds run Snakemake as a user
+does; verify runs in this process (its command line, what a user reads)."""
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -15,17 +18,17 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from lmcflow.cli import main
 from lmcflow.io import TABLE_KIND_KEY
-from lmcflow.plan.core import result_table_rule, study_table_rule
+from lmcflow.plan.ruletable import result_table_rule, study_table_rule
 from lmcflow.tables import RUN_SPECIFIC_COLUMNS
 from lmcflow.verify import verify
 from tests.conftest import copy_run, run_snakemake
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = REPO / "tests/configs/tiny.yaml"
-CHECKPOINT = "work/models/width/grid__width-1/bundle-0/width-1__weight_decay-0.003/seed-1.safetensors"
-NARROW_CHECKPOINT = "work/models/width/width-0.25__weight_decay-0.003/bundle-0/seed-2.safetensors"
-PERMUTATION = "work/align/width/width-0.25__weight_decay-0.003/weight_matching/blocks-0-0.safetensors"
+CHECKPOINT = "work/models/width/width-1/bundle-0/seed-1.safetensors"
+NARROW_CHECKPOINT = "work/models/width/width-0.25/bundle-0/seed-2.safetensors"
+PERMUTATION = "work/align/width/width-1/weight_matching/blocks-0-0.safetensors"
 CLAIM = "results/claims/width-merge-accuracy.json"
 
 pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
@@ -38,11 +41,16 @@ def artifacts(wd: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def run(tiny_run, tmp_path_factory):
-    """A copy of the session's tiny run and its artifacts; every test leaves it as verify-clean as it found it."""
-    wd = copy_run(tiny_run, tmp_path_factory.mktemp("recovery") / "run")
+def run(small_run, tmp_path_factory):
+    """A copy of the session's small run and its artifacts; every test leaves it as verify-clean as it found it."""
+    wd = copy_run(small_run, tmp_path_factory.mktemp("recovery") / "run")
     assert verify(wd / "results").ok
     return wd, artifacts(wd)
+
+
+@pytest.fixture(scope="module")
+def config(small_config_file):
+    return small_config_file
 
 
 def assert_rebuilt_identically(wd: Path, before: dict[str, bytes]) -> None:
@@ -60,9 +68,12 @@ def assert_rebuilt_identically(wd: Path, before: dict[str, bytes]) -> None:
                                       pd.read_parquet(wd / f).drop(columns=drop), obj=f)
 
 
-def verify_cli(wd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lmcflow.cli", "verify", "results", "--configfile", str(TINY)],
-                          cwd=wd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+def verify_cli(wd: Path, config: Path) -> tuple[int, str]:
+    """``lmcflow verify results --configfile CONFIG`` in ``wd``: its exit status and what it prints."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.chdir(wd):
+        status = main(["verify", "results", "--configfile", str(config)])
+    return status, out.getvalue()
 
 
 def expected_rule(path: str) -> str:
@@ -89,7 +100,7 @@ def same_content(path: Path, original: bytes) -> bool:
 def test_verify_reports_every_flipped_byte_and_never_raises(run):
     wd, before = run
     files = sorted(f for f in before if f.startswith("results/tables/"))
-    files += ["work/tables/width/barriers.parquet", CHECKPOINT, PERMUTATION, CLAIM]
+    files += json.loads(before[CLAIM])["tables_read"] + [CHECKPOINT, PERMUTATION, CLAIM]  # every table verify reads
     flips = 0
     for f in files:
         path, original = wd / f, before[f]
@@ -115,7 +126,7 @@ def test_verify_reports_every_flipped_byte_and_never_raises(run):
     assert verify(wd / "results").ok and flips > 400
 
 
-def test_the_printed_command_rebuilds_every_damaged_file(run):
+def test_the_printed_command_rebuilds_every_damaged_file(run, config):
     """A truncated checkpoint inside a bundle, a byte flipped in a string column of a table (once an uncaught
     pyarrow error), a corrupt permutation file and a hand-edited claim: one printed command rebuilds them."""
     wd, before = run
@@ -132,33 +143,33 @@ def test_the_printed_command_rebuilds_every_damaged_file(run):
         (wd / f).write_bytes(data)
         os.utime(wd / f, ns=(st.st_atime_ns, st.st_mtime_ns))  # damage that leaves the file's time as it was
 
-    res = verify_cli(wd)
-    assert res.returncode == 1, res.stdout + res.stderr
-    lines = res.stdout.splitlines()
+    status, out = verify_cli(wd, config)
+    assert status == 1, out
+    lines = out.splitlines()
     for f, rule in ((CHECKPOINT, "train"), ("results/tables/barriers.parquet", "result_table_barriers"),
                     (PERMUTATION, "align"), (CLAIM, "claim")):
         assert any(line.startswith(f"{f}: ") and line.endswith(f"[rule {rule}]") for line in lines), (f, lines)
     command = lines[lines.index(next(line for line in lines if line.startswith("Rebuild with"))) + 1].strip()
     forced = command.split("--forcerun ")[1].split()
-    assert sorted(forced) == sorted(["work/models/width/grid__width-1/bundle-0", "results/tables/barriers.parquet",
+    assert sorted(forced) == sorted(["work/models/width/width-1/bundle-0", "results/tables/barriers.parquet",
                                      PERMUTATION, CLAIM]), command  # the checkpoint's bundle: the train job's output
     env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
                                                          f"{os.environ['PATH']}"}
     done = subprocess.run(command, shell=True, cwd="/", capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert verify_cli(wd).returncode == 0
+    assert verify_cli(wd, config)[0] == 0
     assert_rebuilt_identically(wd, before)
 
 
-def test_deleting_a_damaged_checkpoint_and_rerunning_snakemake_rebuilds_it(run):
+def test_deleting_a_damaged_checkpoint_and_rerunning_snakemake_rebuilds_it(run, config):
     wd, before = run
     (wd / NARROW_CHECKPOINT).unlink()
-    res = verify_cli(wd)
-    assert res.returncode == 1 and res.stdout.startswith(f"{NARROW_CHECKPOINT}: missing"), res.stdout
-    planned = run_snakemake(TINY, wd, "-n")
+    status, out = verify_cli(wd, config)
+    assert status == 1 and out.startswith(f"{NARROW_CHECKPOINT}: missing"), out
+    planned = run_snakemake(config, wd, "-n")
     trained = re.findall(r"rule train:\n(?:.*\n)*?\s+wildcards: (.*)", planned)
-    assert trained == ["study=width, group=width-0.25__weight_decay-0.003, block=0"], planned[-2000:]
-    run_snakemake(TINY, wd)
-    assert verify_cli(wd).returncode == 0
+    assert trained == ["study=width, group=width-0.25, block=0"], planned[-2000:]
+    run_snakemake(config, wd)
+    assert verify_cli(wd, config)[0] == 0
     assert_rebuilt_identically(wd, before)
-    assert "Nothing to be done" in run_snakemake(TINY, wd, "-n")
+    assert "Nothing to be done" in run_snakemake(config, wd, "-n")

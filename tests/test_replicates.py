@@ -39,20 +39,22 @@ def test_a_command_line_list_is_typed_as_yaml_types_it():
 
 def test_the_plan_decides_claims_on_the_replicate_and_draws_no_figures_of_it():
     plan = Plan.from_files([str(CONFIG)])
-    inputs = plan.claim_inputs(type("W", (), {"claim": "width-merge-accuracy"})())
+    inputs = plan.claims.inputs(type("W", (), {"claim": "width-merge-accuracy"})())
     assert inputs["replicate__barriers"] == ["work/tables/width-replicate/barriers.parquet"]
     assert inputs["barriers"] == ["work/tables/width/barriers.parquet"]
-    assert not [t for t in plan.all_targets() if "figures/width-replicate" in t]
-    assert list(plan.table1_studies()) == ["width"]
+    assert not [t for t in plan.targets.all_targets() if "figures/width-replicate" in t]
+    assert list(plan.targets.table1_studies()) == ["width"]
     assert job_counts(CONFIG)["train"] == 4  # one bundle of four seeds per width, of the study and of its replicate
     plan_off = Plan.from_files([str(CONFIG)], {"replicate_seeds": []})
-    assert "replicate__barriers" not in plan_off.claim_inputs(type("W", (), {"claim": "width-merge-accuracy"})())
+    assert "replicate__barriers" not in plan_off.claims.inputs(type("W", (), {"claim": "width-merge-accuracy"})())
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """The run up to what the tests read: the claims (each decided on the study and on its replicate), their table
+    and the runs table; not the figures, the report's front page, the paper's table or the provenance."""
     work = tmp_path_factory.mktemp("replicate")
-    run_snakemake(CONFIG, work)
+    run_snakemake(CONFIG, work, "results/tables/claims.parquet", "results/tables/runs.parquet")
     return work
 
 
@@ -73,10 +75,10 @@ def test_every_claim_is_decided_again_on_the_replicate_seeds(run):
         assert {p.stem for p in read} == {"interpolation", "barriers", "runs"}, read
         tables = {p.stem: [str(run / p)] for p in read}
         plan, wc = Plan.from_files([str(CONFIG)]), type("W", (), {"claim": cid})()
-        points = [Point.from_dict(p) for p in plan.claim_points(wc)]
+        points = [Point.from_dict(p) for p in plan.claims.points(wc)]
         alone = run_claim(cid, ccfg, tables, points, str(run / f"alone-{cid}.json"),
                           [str(run / "work/tables/width-replicate/runs.parquet")],
-                          datasets=plan.claim_datasets(wc))  # the endpoint gate's chance level, as the rule passes
+                          datasets=plan.claims.datasets(wc))  # the endpoint gate's chance level, as the rule passes
         assert (alone["verdict"], alone["statistic"], alone["ci_low"], alone["reason"]) == (
             rep["verdict"], rep["statistic"], rep["ci_low"], rep["reason"])
         assert rep["statistic"] is not None and rep["n_seeds"] == 4  # a gated claim still computes its statistic

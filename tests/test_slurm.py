@@ -402,10 +402,10 @@ def test_maxtime_split_and_cancelled_training_resumes(slurm_cluster, tmp_path):
 
     cfg = resume_config(yaml.safe_load(TINY.read_text()))
     plan = Plan(_resolved(cfg))
-    assert len(plan.groups) == 2, plan.groups  # the grid group of two points was split to fit MaxTime
+    assert len(plan.grid.groups) == 2, plan.grid.groups  # the grid group of two points was split to fit MaxTime
     assert max(j.request.runtime for j in planned_jobs(plan)) <= MAX_TIME
     unsplit = Plan(_resolved({**cfg, "cluster": {**cfg["cluster"], "max_runtime": None}}))
-    assert len(unsplit.groups) == 1 and max(j.request.runtime for j in planned_jobs(unsplit)) > MAX_TIME
+    assert len(unsplit.grid.groups) == 1 and max(j.request.runtime for j in planned_jobs(unsplit)) > MAX_TIME
 
     configfile = tmp_path / "resume.yaml"
     configfile.write_text(yaml.safe_dump(cfg))

@@ -1,7 +1,8 @@
 """The proof cannot be fooled by a freshly built model: broken versions of derived specs (a member dropped, an axis
-swapped, a group split, two groups merged onto one tensor, a scale forgotten) are rejected for every architecture
-here, ConvNeXt's 1e-6 layer scale and BatchNorm's initial statistics included; an attention mask is read by the
-attention rules, so a learned attention bias gets no group of its own.
+swapped, a group split, two groups merged onto one tensor, a scale forgotten; in attention a wrong head block, q/k
+and v/out moving heads independently, q permuted without k) are rejected for every architecture here, ConvNeXt's
+1e-6 layer scale and BatchNorm's initial statistics included; an attention mask is read by the attention rules, so
+a learned attention bias gets no group of its own.
 
 A merge of two groups that share no tensor is left out on purpose: permuting both by one permutation is a
 symmetry of the model too (a coarser one), so no output check can or should reject it."""
@@ -21,6 +22,7 @@ from lmcflow.alignment import PermutationSpec
 from lmcflow.alignment.derive import SpecProofError, derived_spec, example_batch, prove_spec
 from lmcflow.alignment.proof import proof_state
 from lmcflow.models import ModelSpec, build_model
+from tests.test_attention_heads import SDPANet
 
 
 class AttnBiasNet(nn.Module):
@@ -47,6 +49,20 @@ class AttnBiasNet(nn.Module):
         return self.head(self.norm(h).mean(1))
 
 
+class SeparateQKV(nn.Module):
+    """``nn.MultiheadAttention`` with separate q/k/v weights (kdim ≠ embed_dim), sequence first, learned k/v biases."""
+
+    def __init__(self, dim=12, heads=3):
+        super().__init__()
+        self.embed, self.kv = nn.Linear(6, dim), nn.Linear(6, 5)
+        self.attn = nn.MultiheadAttention(dim, heads, kdim=5, vdim=5, add_bias_kv=True)
+        self.head = nn.Linear(dim, 3)
+
+    def forward(self, x):
+        h, kv = self.embed(x).transpose(0, 1), self.kv(x).transpose(0, 1)
+        return self.head((h + self.attn(h, kv, kv, need_weights=False)[0]).mean(0))
+
+
 def _lmc(arch, norm):
     shape = (1, 28, 28) if arch == "mlp" else (3, 32, 32)
     return build_model(ModelSpec(arch=arch, in_shape=shape, num_classes=10, width=0.125, depth=2, base_width=32,
@@ -66,12 +82,45 @@ ARCHS = {  # small builds of each family keep the many proofs cheap
     "user_net": lambda: (user_net(5, (3, 16, 16), channels=8), (3, 16, 16)),
     "attn_bias_mha": lambda: (AttnBiasNet(), (4, 6)),
     "attn_bias_sdpa": lambda: (AttnBiasNet(functional=True), (4, 6)),
+    "mha_separate_qkv": lambda: (SeparateQKV(), (4, 6)),
+    "sdpa_heads": lambda: (SDPANet(), (4, 5)),
     "mnasnet": lambda: (tvm.MNASNet(0.25, num_classes=5), (3, 32, 32)),
 }
 
 
-def _respec(spec, axes, sizes=None):
-    return PermutationSpec(spec.arch, axes, dict(sizes or spec.sizes), {}, spec.parameters)
+def _respec(spec, axes, sizes=None, heads=None, stacks=None):
+    return PermutationSpec(spec.arch, axes, dict(sizes or spec.sizes), {}, spec.parameters,
+                           heads=dict(spec.heads if heads is None else heads),
+                           stacks=dict(spec.stacks if stacks is None else stacks))
+
+
+def head_variants(spec):
+    """[(kind, what, broken spec)] of an attention: a wrong head block (twice the heads of half the size, or one
+    head of all units), its q/k and v/out groups moving heads independently (a split tie), k's rows kept in order
+    while q's move (q permuted without k)."""
+    out = []
+    tie, groups = next(((t, [g for g in spec.heads if spec.heads[g][0] == t]) for t, _ in spec.heads.values()),
+                       (None, []))
+    if not groups:
+        return out
+    h = spec.heads[groups[0]][1]
+    d = spec.sizes[groups[0]] // h
+    count = 2 * h if d % 2 == 0 else 1
+    out.append(("wrong head block", f"{tie}: {count} heads instead of {h}",
+                _respec(spec, spec.axes, heads={**spec.heads, **{g: (tie, count) for g in groups}})))
+    out.append(("split a tie", f"{groups[1]} moves its heads alone",
+                _respec(spec, spec.axes, heads={**spec.heads, groups[1]: (f"{tie}~split", h)})))
+    first = spec.members[groups[0]][0][0].rpartition(".")[0] if spec.members[groups[0]] else None
+    key = next((k for k, _ in spec.members[groups[0]] if k.endswith("k_proj_weight") or
+                (k.endswith(".weight") and k.rpartition(".")[0] != first)), None)
+    if key is not None:  # separate q/k/v weights: k's rows kept in order
+        out.append(("q permuted without k", key, _respec(spec, _set(spec, key, 0, None))))
+    else:  # the k rows of the packed in_proj_weight kept in order
+        packed = next(s for s, parts in spec.stacks.items() if parts[0][0] == groups[0])
+        (qk, n), _, vo = spec.stacks[packed]
+        out.append(("q permuted without k", packed,
+                    _respec(spec, spec.axes, stacks={**spec.stacks, packed: ((qk, n), (None, n), vo)})))
+    return out
 
 
 def _set(spec, key, d, g):
@@ -91,7 +140,13 @@ def variants(spec, sd, seed=0):
     def pick(items, n=2):
         return rng.sample(items, min(n, len(items)))
 
-    for g, key, d in pick(members, 3):
+    # a key projection's bias shifts all of a query's logits alike, which softmax ignores: not a member to drop
+    def key_bias(g, k):
+        module = spec.members[g][0][0].rpartition(".")[0]
+        return g in spec.heads and k.endswith("bias") and k.rpartition(".")[0] != module
+
+    droppable = [(g, k, d) for g, k, d in members if not key_bias(g, k)]
+    for g, key, d in pick(droppable, 3):
         out.append(("drop a member", f"{key}:{d} of {g}", _respec(spec, _set(spec, key, d, None))))
     scales = [(g, k, d) for g, k, d in members if k.rpartition(".")[2] in ("weight", "layer_scale", "scale")
               and sum(n > 1 for n in sd[k].shape) == 1]
@@ -114,7 +169,7 @@ def variants(spec, sd, seed=0):
         axes = {k: tuple(a if x == b else x for x in ax) for k, ax in spec.axes.items()}
         out.append(("merge two groups", f"{b} into {a}", _respec(spec, axes, {g: n for g, n in spec.sizes.items()
                                                                             if g != b})))
-    return out
+    return out + head_variants(spec)
 
 
 @pytest.mark.parametrize("name", list(ARCHS))
@@ -128,6 +183,8 @@ def test_the_proof_rejects_every_broken_variant_of_a_derived_spec(name):
     state = proof_state(model, x)
     found = variants(spec, sd)
     assert len({kind for kind, _, _ in found}) >= 3
+    if spec.heads:
+        assert {"wrong head block", "split a tie", "q permuted without k"} <= {kind for kind, _, _ in found}
     accepted = []
     for kind, what, broken in found:
         try:

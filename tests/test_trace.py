@@ -83,7 +83,7 @@ def test_the_rule_files_hold_the_plans_rules_and_their_params_are_plan_functions
     the wildcards, reads the config, passes a wildcard, or is a constant; in a loop-defined rule, it may also be
     the loop's value or a plan function of it. The rules are those of the default config's jobs and of a study of
     imported checkpoints (examples/imported, with stand-in checkpoint files)."""
-    from lmcflow.plan import Plan, load_plan, rule_jobs
+    from lmcflow.plan import load_plan, rule_jobs
     from lmcflow.plan.rulefiles import read_rules
 
     rules = read_rules()
@@ -96,16 +96,16 @@ def test_the_rule_files_hold_the_plans_rules_and_their_params_are_plan_functions
     jobs += rule_jobs(load_plan(str(REPO / "examples/imported/config.yaml")))
     assert set(rules) == {j.rule for j in jobs}
     constant = re.compile(r'^(config\["\w+"\]|lambda wc: wc\.\w+|f?"[^"]*"|[A-Z_]+)$')
-    of_plan = re.compile(r"^PLAN\.(\w+)(\((.*)\))?$")
+    of_plan = re.compile(r"^PLAN\.(\w+)\.(\w+)(\((.*)\))?$")
     for rule in rules.values():
         var = rule.loop[0] if rule.loop else None
         for name, expr in rule.params.items():
             m = of_plan.match(expr)
-            # PLAN.<function>, PLAN.<function>(...) (its args constants or the loop's value), or PLAN.<datum>:
-            # a value the plan holds from the config (its studies), the counterpart of a constant
-            plan_function = m and callable(getattr(Plan, m[1], None)) and (
-                m[3] is None or m[3] in ("", var) or bool(constant.match(m[3])))
-            plan_datum = m and m[2] is None and m[1] in vars(plan) and not callable(vars(plan)[m[1]])
+            # PLAN.<part>.<function>, PLAN.<part>.<function>(...) (its args constants or the loop's value), or
+            # PLAN.<part>.<datum>: a value the plan holds from the config (its studies), the counterpart of a constant
+            target = getattr(getattr(plan, m[1], None), m[2], None) if m else None
+            plan_function = m and callable(target) and (m[4] is None or m[4] in ("", var) or bool(constant.match(m[4])))
+            plan_datum = m and m[3] is None and target is not None and not callable(target)
             assert (var and expr == var) or constant.match(expr) or plan_function or plan_datum, \
                 f"rule {rule.name}: {name}={expr}"
         if rule.name != "all":

@@ -11,7 +11,7 @@ import torch.fx as fx
 from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from lmcflow.alignment.graph_axes import OVERRIDES, GraphAxes, UnsupportedGraph, _Rules, trace
+from lmcflow.alignment.graph_axes import OVERRIDES, GraphAxes, UnsupportedGraph, _Rules, resolve_splits, trace
 from lmcflow.alignment.graph_rules import apply_rule
 from lmcflow.alignment.proof import PROOF_RTOL, SpecProofError, prove_spec
 from lmcflow.alignment.table import PermutationSpec
@@ -71,7 +71,8 @@ def derive_axes(model: nn.Module, x: torch.Tensor, overrides: dict | None = None
             "\nDeclare each module in model.trace_overrides: {'<module path>': 'fixed'} keeps it whole (its inputs "
             "and outputs keep their order, its parameters are not permuted) or 'elementwise' (it acts entry by "
             "entry on a tensor and returns one of the same shape, like an activation).")
-    return GraphAxes(rules.uf, gm.graph, rules.kinds, [n.name for n in gm.graph.nodes])
+    return GraphAxes(rules.uf, gm.graph, rules.kinds, [n.name for n in gm.graph.nodes], rules.attention,
+                     resolve_splits(rules.uf, rules.splits))
 
 
 def shared_tensors(model: nn.Module) -> dict:
@@ -120,6 +121,41 @@ def _feature_nodes(ga: GraphAxes, root) -> tuple:
     return tuple(found["activation"] or found["residual"] or found["producer"])
 
 
+def _head_classes(ga: GraphAxes) -> dict:
+    """{root: (name, role, attention record)} of every attention whose head classes stay free (roles "qk", "vo",
+    "packed"); where one is fixed, all its classes are fixed with it (nothing of a head may move alone)."""
+    uf, out = ga.classes, {}
+    for rec in ga.attention:
+        els = {"qk": rec["qk"], "vo": rec["vo"], "packed": rec["packed"]}
+        why = next((uf.fixed[uf.find(el)] for el in els.values() if el is not None and uf.is_fixed(el)), None)
+        if why is not None:
+            for el in els.values():
+                if el is not None:
+                    uf.fix(el, why)
+            continue
+        for role, el in els.items():
+            if el is not None:
+                name = f"{rec['path']}.{'in_proj' if role == 'packed' else role}"
+                out[uf.find(el)] = (name, role, rec)
+    return out
+
+
+def _head_tables(heads: dict, sizes: dict) -> tuple[dict, dict]:
+    """(spec.heads, spec.stacks) of the attention classes ``heads`` (``_head_classes``) that are groups."""
+    by_path: dict = {}
+    for name, role, rec in heads.values():
+        by_path.setdefault(rec["path"], {})[role] = name
+    spec_heads, stacks = {}, {}
+    for path, roles in by_path.items():
+        rec = next(r for n, _, r in heads.values() if r["path"] == path)
+        for role in ("qk", "vo"):
+            spec_heads[roles[role]] = (path, rec["heads"])
+        if "packed" in roles and roles["packed"] in sizes:
+            e = sizes[roles["qk"]]
+            stacks[roles["packed"]] = ((roles["qk"], e), (roles["qk"], e), (roles["vo"], e))
+    return spec_heads, stacks
+
+
 def derived_spec(model: nn.Module, x: torch.Tensor, overrides: dict | None = None, arch: str | None = None,
                  prove: bool = True) -> PermutationSpec:
     """``PermutationSpec`` of ``model`` from its graph traced on ``x``; proven by ``prove_spec`` unless
@@ -127,13 +163,15 @@ def derived_spec(model: nn.Module, x: torch.Tensor, overrides: dict | None = Non
     ga = derive_axes(model, x, overrides)
     sd = model.state_dict()
     uf = ga.classes
+    heads = _head_classes(ga)
     candidates = set()
     for key, t in sd.items():
         for d in range(t.dim()):
             el = ("p", key, d)
             if el in uf.parent and not uf.is_fixed(el) and t.shape[d] > 1:
                 candidates.add(uf.find(el))
-    names = _group_names(ga, sd, candidates)
+    names = _group_names(ga, sd, candidates - set(heads))
+    names.update({root: name for root, (name, _, _) in heads.items()})
     axes, fixed, sizes = {}, {}, {}
     for key, t in sd.items():
         ax = []
@@ -149,6 +187,8 @@ def derived_spec(model: nn.Module, x: torch.Tensor, overrides: dict | None = Non
         for d, g in enumerate(ax):
             if g is not None:
                 sizes.setdefault(g, int(sd[key].shape[d]))
+    for root, (name, _, _) in heads.items():
+        sizes.setdefault(name, uf.size[root])  # packed q/k/v: the head classes hold no tensor axis of their own
     order = {n: i for i, n in enumerate(names.values())}
     sizes = dict(sorted(sizes.items(), key=lambda kv: order[kv[0]]))
     trainable = {k for k, _ in model.named_parameters(remove_duplicate=False)}
@@ -163,11 +203,15 @@ def derived_spec(model: nn.Module, x: torch.Tensor, overrides: dict | None = Non
                 f"{key}: the graph ties two of its axes {ax} to one permutation{shared}; weight matching needs "
                 f"distinct groups. Override: {{'{module}': 'fixed'}} in model.trace_overrides")
     by_name = {v: k for k, v in names.items()}
+    spec_heads, stacks = _head_tables(heads, sizes)
+    for _, n_heads, wholes in ga.split_heads:  # head splits written with reshape (graph_axes.resolve_splits)
+        groups = [names[r] for r in wholes if names.get(r) in sizes]
+        spec_heads.update({g: (f"{groups[0]}:heads", n_heads) for g in groups})
     spec = PermutationSpec(
         arch=arch or type(model).__name__, axes=axes, sizes=sizes, feature_indices={},
         parameters=tuple(k for k, _ in model.named_parameters() if k in axes),
         feature_nodes={g: _feature_nodes(ga, by_name[g]) for g in sizes}, fixed=fixed,
-        trace_overrides=dict(overrides or {}))
+        trace_overrides=dict(overrides or {}), heads=spec_heads, stacks=stacks)
     if not spec.sizes:
         reasons = sorted(set(spec.fixed.values()))
         raise UnsupportedGraph(

@@ -83,6 +83,8 @@ class GraphAxes:
     graph: fx.Graph
     kinds: dict  # node name -> "activation" | "residual" | "producer" | "other"
     order: list  # node names in graph order
+    attention: list = field(default_factory=list)  # _Rules.attention
+    split_heads: list = field(default_factory=list)  # resolve_splits: [(tie root, n_heads, [whole roots])]
 
 
 class UnsupportedGraph(ValueError):
@@ -124,6 +126,8 @@ class _Rules:
         self.kinds: dict[str, str] = {}
         self.root = type(gm).__name__  # derive_axes sets the model's class name
         self.touched: set = set()  # nodes whose axes the current rule read (every tensor argument must be)
+        self.attention: list[dict] = []  # per attention op: its head-structured classes (graph_modules._mha)
+        self.splits: list[tuple] = []  # (whole axis, major axis, minor axis, why) of 2-factor reshapes
 
     # ---------------------------------------------------------------- elements
     def nax(self, node, d: int):
@@ -198,6 +202,12 @@ class _Rules:
                     j += 1
             if len(bi) == 1 and len(bj) == 1:
                 self.join(self.nax(src, bi[0]), self.nax(node, bj[0]), node)
+            elif sorted((len(bi), len(bj))) == [1, 2]:  # one axis <-> (heads, units per head): resolve_splits
+                op = getattr(node.target, "__name__", str(node.target))
+                why = f"{node.name}: {op} merges or splits axes {bi} of {a} into {bj} of {b}"
+                whole, parts = ((src, bi[0]), [(node, d) for d in bj]) if len(bi) == 1 else \
+                    ((node, bj[0]), [(src, d) for d in bi])
+                self.splits.append((self.nax(*whole), self.nax(*parts[0]), self.nax(*parts[1]), why))
             else:
                 op = getattr(node.target, "__name__", str(node.target))
                 why = f"{node.name}: {op} merges or splits axes {bi} of {a} into {bj} of {b}"
@@ -233,3 +243,46 @@ def _arg(node, i: int, name: str, default=None):
     if len(node.args) > i:
         return node.args[i]
     return node.kwargs.get(name, default)
+
+
+def resolve_splits(uf: AxisClasses, splits: list) -> list:
+    """Head splits written with reshape: an axis of H·d units that a reshape splits into (H, d) (or merges from)
+    is a head group when the (heads, units) classes it splits into are free, hold no parameter axis, play one
+    role each (heads or units), and every node axis of a units class sits on a tensor that also has that heads
+    axis (so units may move differently in each head). Axes split into the same (heads, units) pair are joined
+    (q's and k's projections: one permutation); each heads class is one tie. Any other split fixes its axes, as
+    every reshape that merges or splits did before. Returns [(heads root, H, [whole-axis roots])]."""
+    if not splits:
+        return []
+    while True:
+        fixed_any = False
+        heads = {uf.find(major) for _, major, _, _ in splits}
+        units = {uf.find(minor) for _, _, minor, _ in splits}
+        node_roots: dict = {}
+        for el in uf.parent:
+            if el[0] == "n":
+                node_roots.setdefault(el[1], set()).add(uf.find(el))
+        params = {uf.find(el) for el in uf.parent if el[0] != "n"}
+        split_as: dict = {}
+        for whole, major, minor, _ in splits:
+            split_as.setdefault(uf.find(whole), set()).add((uf.find(major), uf.find(minor)))
+        for whole, major, minor, why in splits:
+            w, h, u = uf.find(whole), uf.find(major), uf.find(minor)
+            bad = uf.is_fixed(whole) or uf.is_fixed(major) or uf.is_fixed(minor) or h == u or h in units or \
+                u in heads or h in params or u in params or w in (h, u) or len(split_as[w]) > 1 or \
+                any(u in roots and h not in roots for roots in node_roots.values())
+            if bad and not (uf.is_fixed(whole) and uf.is_fixed(major) and uf.is_fixed(minor)):
+                for el in (whole, major, minor):
+                    uf.fix(el, why)
+                fixed_any = True
+        if not fixed_any:
+            break
+    pairs: dict = {}
+    for whole, major, minor, why in splits:
+        if not uf.is_fixed(whole):
+            first = pairs.setdefault((uf.find(major), uf.find(minor)), whole)
+            uf.join(first, whole, why)
+    ties: dict = {}
+    for (h, _), whole in pairs.items():
+        ties.setdefault(h, []).append(uf.find(whole))
+    return [(h, uf.size[h], wholes) for h, wholes in ties.items()]

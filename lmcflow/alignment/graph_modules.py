@@ -1,10 +1,10 @@
 """The module rules of ``lmcflow.alignment.graph_rules``: Linear, Conv (grouped and depthwise), norm layers,
 activations, pooling, flatten and ``nn.MultiheadAttention`` as leaf modules of the traced graph.
 
-Attention keeps its heads as they are: ``nn.MultiheadAttention`` joins its embedding axis with the residual stream
-and fixes the axes of q, k and v inside the heads. A permutation group permutes a whole axis with any permutation;
-within-head permutations (independent per head) and whole-head permutations are structured subgroups that weight
-matching's unconstrained assignment would break.
+``nn.MultiheadAttention`` joins its embedding axes with the residual stream and puts the rows of q and k on one
+class, the rows of v and ``out_proj``'s input columns on another; ``derive.derived_spec`` makes them head groups
+of one tie (``lmcflow.alignment.heads``: whole heads move, units move within each head), and the packed
+``in_proj_weight``/``in_proj_bias`` axis a stacked group of q, k and v.
 """
 from __future__ import annotations
 
@@ -116,12 +116,12 @@ def _pool(r: _Rules, node) -> None:
 
 
 def _mha(r: _Rules, node, path: str, m: nn.MultiheadAttention) -> None:
-    """Embedding axis joined with the residual stream, q/k/v axes inside the heads fixed (module doc)."""
+    """Embedding axes joined with the residual stream; q/k rows and v rows/``out_proj`` columns on two head-
+    structured classes of the attention (module doc), recorded in ``r.attention`` for ``derived_spec``."""
     q = node.args[0] if node.args else node.kwargs["query"]
     k = _arg(node, 1, "key")
     v = _arg(node, 2, "value")
     seq, batch = (1, 0) if m.batch_first else (0, 1)
-    why = f"{path}: attention heads keep their order and their q/k/v units (lmcflow.alignment.graph_rules)"
     outs = node.meta["tensor_meta"]
 
     def oax(d):
@@ -132,33 +132,47 @@ def _mha(r: _Rules, node, path: str, m: nn.MultiheadAttention) -> None:
         r.join(r.nax(q, d), oax(d), node)
     r.join(r.nax(q, batch), r.nax(k, batch), node)
     r.join(r.nax(k, seq), r.nax(v, seq), node)
+    e = m.embed_dim
+    qk, vo = r.uf.add(("h", path, "qk"), e), r.uf.add(("h", path, "vo"), e)
+    packed = None
     if m._qkv_same_embed_dim:
-        r.join(r.nax(q, -1), r.pax(f"{path}.in_proj_weight", 1), node)
-        r.join(r.nax(k, -1), r.pax(f"{path}.in_proj_weight", 1), node)
-        r.join(r.nax(v, -1), r.pax(f"{path}.in_proj_weight", 1), node)
-        r.uf.fix(r.pax(f"{path}.in_proj_weight", 0), why)
+        for t in (q, k, v):
+            r.join(r.nax(t, -1), r.pax(f"{path}.in_proj_weight", 1), node)
+        packed = r.pax(f"{path}.in_proj_weight", 0)
     else:
-        for t, key in ((q, "q_proj_weight"), (k, "k_proj_weight"), (v, "v_proj_weight")):
+        for t, key, el in ((q, "q_proj_weight", qk), (k, "k_proj_weight", qk), (v, "v_proj_weight", vo)):
             r.join(r.nax(t, -1), r.pax(f"{path}.{key}", 1), node)
-            r.uf.fix(r.pax(f"{path}.{key}", 0), why)
-    for key in ("in_proj_bias", "bias_k", "bias_v"):
+            r.join(r.pax(f"{path}.{key}", 0), el, node)
+    if f"{path}.in_proj_bias" in r.sd:  # (3E,) in either form
+        bias = r.pax(f"{path}.in_proj_bias", 0)
+        if packed is not None:
+            r.join(packed, bias, node)
+        packed = bias if packed is None else packed
+    for key, el in (("bias_k", qk), ("bias_v", vo)):  # (1, 1, E): an extra key / value row after projection
         if f"{path}.{key}" in r.sd:
-            for d in range(r.sd[f"{path}.{key}"].dim()):
-                r.uf.fix(r.pax(f"{path}.{key}", d), why)
-    _mha_masks(r, node, path, q, k, seq, batch)
-    r.uf.fix(r.pax(f"{path}.out_proj.weight", 1), why)
+            r.join(r.pax(f"{path}.{key}", -1), el, node)
+    if _mha_masks(r, node, path, q, k, seq, batch):
+        r.uf.fix(qk, f"{path}: a 3-d attention mask is given per head, so the heads keep their order")
+        r.uf.fix(vo, f"{path}: a 3-d attention mask is given per head, so the heads keep their order")
+    r.join(r.pax(f"{path}.out_proj.weight", 1), vo, node)
     r.join(oax(-1), r.pax(f"{path}.out_proj.weight", 0), node)
     if f"{path}.out_proj.bias" in r.sd:
         r.join(oax(-1), r.pax(f"{path}.out_proj.bias", 0), node)
     if len(outs) > 1 and hasattr(outs[1], "shape"):
         for d, n in enumerate(outs[1].shape):
-            r.uf.fix(r.uf.add(("n", f"{node.name}#1", d), n), why)
+            r.uf.fix(r.uf.add(("n", f"{node.name}#1", d), n), f"{path}: the attention weights")
+        if len(outs[1].shape) == 4 or not _arg(node, 6, "average_attn_weights", True):  # per-head weights out
+            why = f"{path}: returns per-head attention weights, so its heads keep their order"
+            r.uf.fix(qk, why)
+            r.uf.fix(vo, why)
+    r.attention.append({"path": path, "heads": m.num_heads, "qk": qk, "vo": vo, "packed": packed})
     r.kinds[node.name] = "producer"
 
 
-def _mha_masks(r: _Rules, node, path: str, q, k, seq: int, batch: int) -> None:
+def _mha_masks(r: _Rules, node, path: str, q, k, seq: int, batch: int) -> bool:
     """``key_padding_mask`` (N, S) follows the batch and key positions; ``attn_mask`` (L, S) the query and key
-    positions, and a 3-d one (N·heads, L, S) keeps its first axis (it merges batch and heads)."""
+    positions, and a 3-d one (N·heads, L, S) keeps its first axis (it merges batch and heads). Returns whether
+    the mask is given per head."""
     kpm, mask = _arg(node, 3, "key_padding_mask"), _arg(node, 5, "attn_mask")
     if isinstance(kpm, fx.Node):
         r.join(r.nax(kpm, -1), r.nax(k, seq), node)
@@ -169,6 +183,8 @@ def _mha_masks(r: _Rules, node, path: str, q, k, seq: int, batch: int) -> None:
         r.join(r.nax(mask, -2), r.nax(q, seq), node)
         if len(_shape(mask)) == 3:
             r.uf.fix(r.nax(mask, 0), f"{path}: a 3-d attention mask merges the batch and the heads")
+            return True
+    return False
 
 
 def _hidden_computation(m: nn.Module) -> str:

@@ -14,6 +14,7 @@ from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from lmcflow.alignment.derive import node_feature_moments
+from lmcflow.alignment.heads import complete, draw, head_step, ties
 from lmcflow.alignment.spec import PermutationSpec, permutation_spec, permute_except
 from lmcflow.correlation import feature_correlations
 from lmcflow.seeding import generator
@@ -41,10 +42,10 @@ def identity(spec: PermutationSpec) -> tuple[dict, dict]:
 
 
 def random_permutation(spec: PermutationSpec, seed: int) -> tuple[dict, dict]:
-    """Independent uniform permutation per group, from ``generator("random_permutation", seed)``."""
+    """Independent uniform permutation per group, from ``generator("random_permutation", seed)``; attention heads:
+    a uniform permutation of the heads and within each head (``lmcflow.alignment.heads.draw``)."""
     t0 = time.perf_counter()
-    g = generator("random_permutation", seed)
-    perms = {grp: torch.randperm(n, generator=g) for grp, n in spec.sizes.items()}
+    perms = draw(spec, generator("random_permutation", seed))
     return perms, {"objective": float("nan"), "iterations": 0, "seconds": time.perf_counter() - t0}
 
 
@@ -114,23 +115,83 @@ class _Assignment:
         return torch.as_tensor(col, dtype=torch.long)
 
 
+class _Ties:
+    """Weight matching's attention heads (``lmcflow.alignment.heads``): each tie is one step over all its head
+    groups, whose cost is their own terms plus their segments of stacked groups' terms (q and k rows of a
+    packed ``in_proj_weight`` both count for the q/k group); ``head_step`` solves it exactly."""
+
+    def __init__(self, spec: PermutationSpec, terms: dict):
+        self.spec, self.terms = spec, terms
+        self.groups = ties(spec)
+        self.segments: dict = {g: [] for g in spec.heads}
+        for s, parts in spec.stacks.items():
+            start = 0
+            for part, n in parts:
+                if part is not None:
+                    self.segments[part].append((s, start, n))
+                start += n
+
+    def parts(self, tie: str) -> list:
+        """[(head group, cost term, (start, n) of its segment or None)] of a tie."""
+        out = []
+        for g in self.groups[tie]:
+            out += [(g, t, None) for t in self.terms[g]]
+            out += [(g, t, (o, n)) for s, o, n in self.segments[g] for t in self.terms[s]]
+        return out
+
+    def step(self, tie: str, perms: dict, parts: list) -> bool:
+        """Set the tie's permutations where ``head_step`` raises their cost; whether it did."""
+        costs = {}
+        for g, t, seg in parts:
+            value = t.current(perms)[0]
+            block = value if seg is None else value[seg[0]:seg[0] + seg[1], seg[0]:seg[0] + seg[1]]
+            costs[g] = costs[g] + block if g in costs else block.clone()
+        if not costs:
+            return False
+        new = head_step({g: c.double().cpu().numpy() for g, c in costs.items()}, self.spec.heads[g][1])
+
+        def score(p: dict) -> float:
+            return sum(float(c[torch.arange(len(c), device=c.device), p[g].to(c.device)].sum())
+                       for g, c in costs.items())
+        device = next(iter(costs.values())).device
+        new = {g: p.to(device) for g, p in new.items()}
+        if score(new) <= score(perms) + 1e-12 * max(1.0, abs(score(perms))):
+            return False
+        perms.update(new)
+        perms.update(complete(self.spec, perms))
+        return True
+
+
 @torch.no_grad()
-def _forward_start(groups: list, terms: dict, perms: dict, device, assign: _Assignment) -> None:
+def _forward_start(groups: list, terms: dict, perms: dict, device, assign: _Assignment,
+                   heads: _Ties | None = None) -> None:
     """``perms`` set in place, group by group, from only the cost terms whose other permuted axes are already
     set: first the groups with a term that no other group touches (a first layer's weight, whose other axis is
     the input's), then each group such a set group makes exact, until no group has one (those keep the
-    identity). Where B is a permuted copy of A, every term used is exact and this recovers the permutation;
-    the sweeps then start from it."""
-    done, pending = set(), list(groups)
+    identity); an attention's head groups are set together, by ``_Ties.step`` on their ready terms. Where B is a
+    permuted copy of A, every term used is exact and this recovers the permutation; the sweeps then start from
+    it."""
+    done, pending = set(), list(groups) + list(heads.groups if heads else ())
+    stacks = heads.spec.stacks if heads else {}
+
+    def ready_terms(u):
+        parts = heads.parts(u) if heads and u in heads.groups else [(u, t, None) for t in terms[u]]
+        return [p for p in parts if all(o in done for _, o in p[1].others)]
+
     while pending:
-        ready = next((g for g in pending if any(all(o in done for _, o in t.others) for t in terms[g])), None)
+        ready = next((u for u in pending if ready_terms(u)), None)
         if ready is None:
             return
-        use = [t for t in terms[ready] if all(o in done for _, o in t.others)]
-        cost = use[0].current(perms)[0].clone()
-        for t in use[1:]:
-            cost += t.current(perms)[0]
-        perms[ready] = assign(ready, cost).to(device)
+        use = ready_terms(ready)
+        if heads and ready in heads.groups:
+            heads.step(ready, perms, use)
+            done.update(heads.groups[ready])
+            done.update(s for s, parts in stacks.items() if all(p is None or p in done for p, _ in parts))
+        else:
+            cost = use[0][1].current(perms)[0].clone()
+            for _, t, _ in use[1:]:
+                cost += t.current(perms)[0]
+            perms[ready] = assign(ready, cost).to(device)
         done.add(ready)
         pending.remove(ready)
 
@@ -155,7 +216,9 @@ def weight_matching(spec: PermutationSpec, sd_a: dict, sd_b: dict, max_iter: int
     keyset = set(keys)
     terms = {g: [_CostTerm(wa[k], wb[k], ax, spec.axes[k]) for k, ax in spec.members[g] if k in keyset]
              for g in spec.groups}
-    groups = [g for g in spec.groups if terms[g]]
+    heads = _Ties(spec, terms)
+    groups = [g for g in spec.groups if terms[g] and g not in spec.heads and g not in spec.stacks]
+    units = groups + [t for t in heads.groups if heads.parts(t)]
     perms = {g: torch.arange(n, device=device) for g, n in spec.sizes.items()}
 
     def direct(among) -> float:
@@ -164,7 +227,7 @@ def weight_matching(spec: PermutationSpec, sd_a: dict, sd_b: dict, max_iter: int
     def objective(grp, parts) -> float:
         """J after a sweep: the last group's cost terms are current except for its own permutation, so its
         keys' share of J is Σ_i C[i, π(i)] of those terms; the other keys are summed directly."""
-        if any(g == grp for term in terms[grp] for _, g in term.others):
+        if grp in heads.groups or any(g == grp for term in terms[grp] for _, g in term.others):
             return direct(keys)
         rows = torch.arange(spec.sizes[grp], device=device)
         own = {k for k, _ in spec.members[grp]}
@@ -172,15 +235,23 @@ def weight_matching(spec: PermutationSpec, sd_a: dict, sd_b: dict, max_iter: int
                                                                                           if k not in own])
 
     if init == "forward":
-        _forward_start(groups, terms, perms, device, assign)
+        _forward_start(groups, terms, perms, device, assign, heads)
     gen = generator("weight_matching", seed)
     history = [direct(keys)]
     sweeps, solved, skipped = 0, set(), 0
     for _ in range(max_iter):
         sweeps += 1
         improved = False
-        for gi in torch.randperm(len(groups), generator=gen).tolist():
-            grp = groups[gi]
+        for gi in torch.randperm(len(units), generator=gen).tolist():
+            grp = units[gi]
+            if grp in heads.groups:  # an attention's heads: one exact step over its head groups
+                parts = heads.parts(grp)
+                if grp in solved and not any([t.current(perms)[1] for _, t, _ in parts]):
+                    skipped += 1
+                    continue
+                solved.add(grp)
+                improved |= heads.step(grp, perms, parts)
+                continue
             n = spec.sizes[grp]
             parts = [term.current(perms) for term in terms[grp]]
             if grp in solved and not any(changed for _, changed in parts):
@@ -220,6 +291,8 @@ def activation_matching(model_a: nn.Module, model_b: nn.Module, spec: Permutatio
     perms, per_group = {}, {}
     total, count = 0.0, 0
     for grp, feats in per_feature.items():
+        if grp in spec.heads or grp in spec.stacks:
+            continue  # inside an attention op: no graph node holds q, k or v (set below from the weights)
         c = torch.stack([f.double().cpu() for f in feats]).mean(0)
         if c.shape != (spec.sizes[grp],) * 2:
             raise ValueError(f"group {grp}: correlation matrix {tuple(c.shape)} does not match "
@@ -230,9 +303,28 @@ def activation_matching(model_a: nn.Module, model_b: nn.Module, spec: Permutatio
         per_group[grp] = float(matched.mean())
         total += float(matched.sum())
         count += len(col)
+    if spec.heads:
+        perms = _heads_by_weights(spec, model_a.state_dict(), model_b.state_dict(), perms)
     info = {"objective": total / count, "iterations": 1, "seconds": time.perf_counter() - t0,
             "per_group": per_group}
     return perms, info
+
+
+@torch.no_grad()
+def _heads_by_weights(spec: PermutationSpec, sd_a: dict, sd_b: dict, perms: dict) -> dict:
+    """``perms`` with every attention's head groups set by weight matching's exact step (``_Ties.step``) given
+    the other groups' permutations: activation matching's choice inside an attention op, whose q, k and v no
+    traced node holds. Ties share no tensor, so one step each is the optimum given the rest."""
+    perms = dict(perms)
+    for g in list(spec.heads) + list(spec.stacks):
+        perms[g] = torch.arange(spec.sizes[g])
+    keyset = set(spec.parameters)
+    terms = {g: [_CostTerm(sd_a[k].double().cpu(), sd_b[k].double().cpu(), ax, spec.axes[k])
+                 for k, ax in spec.members[g] if k in keyset] for g in spec.groups}
+    heads = _Ties(spec, terms)
+    for tie in heads.groups:
+        heads.step(tie, perms, heads.parts(tie))
+    return {g: p.cpu() for g, p in perms.items()}
 
 
 def align(method: str, model_a: nn.Module, model_b: nn.Module, x_train: torch.Tensor | None = None,

@@ -21,6 +21,7 @@ from torch import nn
 from torch.utils._pytree import tree_leaves
 
 from lmcflow.alignment.graph_axes import UnsupportedGraph
+from lmcflow.alignment.heads import check_structure, complete, draw, ties
 from lmcflow.alignment.table import PermutationSpec, apply_permutation
 from lmcflow.seeding import generator
 from lmcflow.state import like_state
@@ -116,6 +117,10 @@ def _check_structure(spec: PermutationSpec) -> None:
         if unknown:
             raise SpecProofError(f"the permutation spec of {spec.arch}: {key} names groups {unknown} it does not "
                                  f"size")
+    bad = check_structure(spec)
+    if bad:
+        raise SpecProofError(f"the permutation spec of {spec.arch} has inconsistent attention heads: " +
+                             "; ".join(bad))
 
 
 @torch.no_grad()
@@ -132,9 +137,12 @@ def prove_spec(model: nn.Module, spec: PermutationSpec, x: torch.Tensor, seed: i
         raise SpecProofError(f"the permutation spec of {spec.arch} has no group: nothing would be aligned")
     m, sd = state or proof_state(model, x, seed)
     gen = generator("spec-proof-perms", seed)
-    perms = {g: torch.randperm(n, generator=gen) for g, n in spec.sizes.items()}
+    perms = draw(spec, gen, phase=0)  # heads: each attention's heads moved, and a random τ within each head
     residual, exact = _check(m, spec, sd, x, torch.float64, rtol_fp64, perms, name_groups)
     _check(m, spec, sd, x, torch.float32, rtol, perms, name_groups, exact)
+    if any(h == 2 for _, h in spec.heads.values()):  # two heads: the ties that kept their heads in place move
+        residual = max(residual, _check(m, spec, sd, x, torch.float64, rtol_fp64, draw(spec, gen, phase=1),
+                                        name_groups)[0])
     return residual
 
 
@@ -170,7 +178,9 @@ def _check(m: nn.Module, spec: PermutationSpec, sd: dict, x: torch.Tensor, dtype
     if not name_groups:
         raise SpecProofError(what)
     ident = {g: torch.arange(n) for g, n in spec.sizes.items()}
-    bad = [(g, delta({**ident, g: perms[g]})) for g in spec.groups]
+    units = [(g, [g]) for g in spec.groups if g not in spec.heads and g not in spec.stacks] + \
+        [(f"{tie} (heads)", groups) for tie, groups in ties(spec).items()]
+    bad = [(u, delta(complete(spec, {**ident, **{g: perms[g] for g in groups}}))) for u, groups in units]
     listed = ", ".join(f"{g} (max |Δ| = {d:.2e} × output scale)" for g, d in bad if d > tol) or \
         "none alone (only jointly)"
     raise SpecProofError(f"{what}; failing groups: {listed}. Declare the module that breaks the symmetry in "

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from lmcflow.alignment.heads import check_perms
 from lmcflow.state import like_state
 
 
@@ -28,6 +29,9 @@ class PermutationSpec:
     fixed: dict = field(default_factory=dict)  # "key[axis]" of parameter axes kept in order -> why
     trace_overrides: dict = field(default_factory=dict)  # model.trace_overrides the graph was traced with
     proof_residual: float | None = None  # prove_spec's float64 max |Δ output| / output spread
+    # Attention (lmcflow.alignment.heads): structured groups whose permutations keep heads whole
+    heads: dict = field(default_factory=dict)  # head group -> (tie: the attention it belongs to, number of heads)
+    stacks: dict = field(default_factory=dict)  # stacked group -> ((part group | None, units), …) along its axis
 
     def __post_init__(self):
         if not self.members:
@@ -57,6 +61,7 @@ def _check_perms(spec: PermutationSpec, perms: dict) -> None:
         n = spec.sizes[g]
         if p.shape != (n,) or not torch.equal(torch.sort(p.cpu()).values, torch.arange(n)):
             raise ValueError(f"perms[{g!r}] is not a permutation of {n} units")
+    check_perms(spec, perms)
 
 
 def apply_permutation(spec: PermutationSpec, state_dict: dict, perms: dict) -> dict:

@@ -19,7 +19,7 @@ from lmcflow.tables import point_columns, write_table
 log = logging.getLogger(__name__)
 
 
-def run_align_block(point: Point, method: str, pairs: list, models: dict, data_path: str, out_perms: str,
+def run_align_block(point: Point, method: str, pairs: list, models: dict, data: str, out_perms: str,
                     out_rows: str, device: str = "auto") -> None:
     """Permutations aligning model B to model A (``lmcflow.alignment.align``) for every seed pair of a pair block,
     saved together as one safetensors file (``lmcflow.alignment.save_permutation_sets``); one alignment row per pair.
@@ -34,7 +34,7 @@ def run_align_block(point: Point, method: str, pairs: list, models: dict, data_p
     loaded = load_models(models, dev)
     x, kw = None, {}
     if method == "activation_matching":
-        xtr = load_dataset(data_path).x["train"]
+        xtr = load_dataset(data).x["train"]
         x = (xtr[: int(ap["samples"])] if ap["samples"] else xtr).to(dev)
         kw["batch_size"] = int(ap["batch_size"])
     elif method == "weight_matching":

@@ -35,7 +35,7 @@ def run_identifiability_block(point: Point, pairs: list, models: dict, data_path
 def run_identifiability_group(entries: list[ModelsEntry], pairs: list, data_paths: dict, out_matching: str,
                               out_lmc: str, device: str = "auto", interpolation: str | None = None) -> None:
     """Rule ``identifiability``: ``identifiability_rows`` of every point of a grid group for one pair block.
-    ``entries``: one ``lmcflow.payloads.ModelsEntry`` per point (``Plan.ident_entries``); ``interpolation``: rule
+    ``entries``: one ``lmcflow.payloads.ModelsEntry`` per point (``PLAN.ident.entries``); ``interpolation``: rule
     interpolate's file of the group and pair block (its identity paths are read, not evaluated again)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
@@ -142,7 +142,7 @@ def run_swap_costs(point: Point, models: dict, data_path: str, out_summary: str,
 def run_swap_costs_group(entries: list[ModelsEntry], data_paths: dict, out_summary: str, out_matrix: str,
                          device: str = "auto") -> None:
     """Rule ``swap_costs``: ``swap_cost_rows`` of every point of a grid group for one seed block. ``entries``: one
-    ``lmcflow.payloads.ModelsEntry`` per point (``Plan.swap_entries``)."""
+    ``lmcflow.payloads.ModelsEntry`` per point (``PLAN.ident.swap_entries``)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
     datasets = load_datasets(data_paths, points, dev)

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 def run_mechanism_block(point: Point, method: str, pairs: list, models: dict, alignment: list | None,
-                        data_path: str, out: str, device: str = "auto", out_overlap: str | None = None) -> None:
+                        data: str, out: str, device: str = "auto", out_overlap: str | None = None) -> None:
     """LEWC/LLFC, weak additivity, reciprocal orthogonality, low rank and neuron activity of every (aligned) seed
     pair of a pair block, per hidden layer on the λ grid (``lmcflow.mechanism.layer_metrics``), with LEWC of A
     and a random perturbation of A as far away as B (seeded by the pair).
@@ -31,10 +31,10 @@ def run_mechanism_block(point: Point, method: str, pairs: list, models: dict, al
     """
     dev = resolve_device(device)
     mp = mechanism_params(point)
-    data = load_dataset(data_path).to(dev)
+    dataset = load_dataset(data).to(dev)
     loaded = load_models(models, dev)
     perms = load_alignment_block(point, method, *alignment) if method != "identity" else {}
-    x = data.x["test"][: int(mp["samples"])] if mp["samples"] else data.x["test"]
+    x = dataset.x["test"][: int(mp["samples"])] if mp["samples"] else dataset.x["test"]
     bn = point.merge["bn_reset_size"]
     lambdas = mechanism_lambdas(point)  # layer_metrics holds one model per λ in memory
     out_rows, overlap_rows = [], []
@@ -42,7 +42,7 @@ def run_mechanism_block(point: Point, method: str, pairs: list, models: dict, al
     for seed_a, seed_b in pairs:
         t0 = time.perf_counter()
         model_a, model_b, dense = aligned_pair(loaded[seed_a], loaded[seed_b], perms.get((seed_a, seed_b)))
-        x_bn = (data.x["train"][:bn] if bn else data.x["train"]) if has_batchnorm(model_a) else None
+        x_bn = (dataset.x["train"][:bn] if bn else dataset.x["train"]) if has_batchnorm(model_a) else None
         rows = layer_metrics(model_a, model_b, x, lambdas, batch_size=int(mp["batch_size"]), x_bn=x_bn,
                              energy=float(mp["energy"]), active_threshold=float(mp["active_threshold"]),
                              perturbation_seed=f"{seed_a}-{seed_b}")

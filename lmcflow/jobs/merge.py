@@ -26,7 +26,7 @@ def run_merge_block(point: Point, pairs: list, methods: list, models: dict, alig
 
 def run_merge_group(entries: list[MergeEntry], pairs: list, data_paths: dict, out: str, device: str = "auto") -> None:
     """Rule ``interpolate``: the paths of every point of a grid group (``lmcflow.grouping.grid_groups``) for one
-    pair block, in one file. ``entries``: one ``lmcflow.payloads.MergeEntry`` per point (``Plan.merge_entries``);
+    pair block, in one file. ``entries``: one ``lmcflow.payloads.MergeEntry`` per point (``PLAN.merge.entries``);
     ``data_paths``: dataset -> prepared file (each dataset loaded once)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]

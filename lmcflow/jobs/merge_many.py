@@ -23,12 +23,12 @@ from lmcflow.tables import point_columns, write_table
 log = logging.getLogger(__name__)
 
 
-def run_merge_many(point: Point, models: dict, data_path: str, out: str, device: str = "auto") -> None:
+def run_merge_many(point: Point, models: dict, data: str, out: str, device: str = "auto") -> None:
     """Rows of table ``merge_many`` for one point: ``models`` {seed: [checkpoint, run row]} of all its seeds."""
     dev = resolve_device(device)
     point = as_point(point)
-    data = load_datasets({point.dataset: data_path}, [point], dev)[point.dataset]
-    write_table(out, "merge_many", merge_many_rows(point, load_models(models, dev), data))
+    dataset = load_datasets({point.dataset: data}, [point], dev)[point.dataset]
+    write_table(out, "merge_many", merge_many_rows(point, load_models(models, dev), dataset))
 
 
 @torch.no_grad()

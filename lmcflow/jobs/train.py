@@ -17,6 +17,7 @@ from lmcflow.config.partners import collapse, training_seed
 from lmcflow.data import load_dataset
 from lmcflow.evaluation import resolve_device, resolve_precision
 from lmcflow.models import count_parameters
+from lmcflow.payloads import TrainModels
 from lmcflow.training import DivergenceError, train
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,17 @@ def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "
                               diverged=[d for err in failures for d in err.diverged],
                               results=[r for err in failures for r in err.results])
     return rows
+
+
+def run_train_job(points: list[dict], bundles: list[list[str]], models: TrainModels, data: dict,
+                  device: str = "auto", state_dir: str | None = None, stack_alone: bool = False) -> list[dict]:
+    """Rule ``train``: its params as the rule names them (``lmcflow.payloads.TrainParams``): the grid group's
+    ``points`` (job dicts), the point ids of each of its ``bundles``, the ``models`` to write per point and seed,
+    and ``data`` {dataset: prepared file}; trained as ``run_train_group`` trains them."""
+    by_id = {point["point"]: point for point in points}
+    members = [[{"point": by_id[pid], "seed": seed, "ckpt": ckpt, "row": row}
+                for pid in ids for seed, (ckpt, row) in models[pid].items()] for ids in bundles]
+    return run_train_group(members, data, device=device, state_dir=state_dir, stack_alone=stack_alone)
 
 
 def _train_one_bundle(entries: list[tuple], datasets: dict, dev, state_dir, bundle_id, t0: float,

@@ -1,12 +1,14 @@
-"""The workflow's DAG as a module without Snakemake: a ``Plan`` from a resolved config holds the run's points
-and grid groups, every path builder, each rule's input, params and resource functions (``rules``), the targets
-of a run, and its jobs (``dag``). ``workflow/rules/common.smk`` builds one, ``PLAN``, and the
-rules name its functions directly (``PLAN.merge_entries``)."""
+"""The workflow's DAG as a module without Snakemake: a ``Plan`` (``lmcflow.plan.facade``) from a resolved config,
+composed of its paths, its points and grid groups, its targets and one object per rule family; the rule table
+(``lmcflow.plan.ruletable``) of every rule's jobs, inputs, params, job function and cost; and the jobs of a run
+(``dag``). ``workflow/rules/common.smk`` builds one, ``PLAN``, and the rules name its functions in one hop
+(``PLAN.merge.entries``)."""
 from __future__ import annotations
 
-from lmcflow.plan.core import CONCAT_KINDS, RESULT_KINDS, PlanError
 from lmcflow.plan.dag import DuplicateOutput, Job, needed_jobs, plan_job_counts, producers, rule_jobs
-from lmcflow.plan.rules import Plan
+from lmcflow.plan.facade import Plan
+from lmcflow.plan.grid import PlanError
+from lmcflow.plan.targets import CONCAT_KINDS, RESULT_KINDS
 
 
 def load_plan(config_path=None) -> Plan:

@@ -50,12 +50,13 @@ def checkpoint_files(study: str, cfg: dict, seeds: list) -> dict[int, str]:
 
 
 class Imports:
-    """The imported studies and custom datasets of a plan (module doc)."""
+    """The imported studies and custom datasets of a config (module doc), and rule import_models's inputs and
+    params over a ``lmcflow.plan.grid.Grid`` of it (None: only the checks)."""
 
-    def __init__(self, plan):
-        self.plan = plan
-        studies = plan.config["studies"]
-        self.files: dict[str, dict[int, str]] = {}
+    def __init__(self, config: dict, grid=None):
+        self.grid = grid
+        studies = config["studies"]
+        self.checkpoints: dict[str, dict[int, str]] = {}  # {imported study: {seed: checkpoint file}}
         for s, st in studies.items():
             if "import" not in st:
                 continue
@@ -67,8 +68,8 @@ class Imports:
             if not str(st.get("model", {}).get("arch", "")).startswith(("factory", "torchvision:")):
                 raise ConfigError(f"{where}.model.arch: imported checkpoints need the model that reads them: "
                                   f"model.arch 'factory' with model.factory, or 'torchvision:<name>'")
-            self.files[s] = checkpoint_files(s, st["import"], list(st["seeds"]))
-        for name, cfg in ((plan.config["data"] or {}).get("custom") or {}).items():
+            self.checkpoints[s] = checkpoint_files(s, st["import"], list(st["seeds"]))
+        for name, cfg in ((config["data"] or {}).get("custom") or {}).items():
             folder = cfg.get("image_folder")
             if folder is not None and not Path(folder, "train").is_dir():
                 raise ConfigError(f"data.custom.{name}.image_folder: {folder} has no train/ folder (train/ and "
@@ -76,32 +77,32 @@ class Imports:
 
     def trained_studies(self) -> str:
         """rule train's {study} constraint: every study that is not imported."""
-        if not self.files:
+        if not self.checkpoints:
             return ANY_STUDY
         # not an imported study's name followed by the end of the name (the wildcard sits inside a path)
-        return f"(?!(?:{'|'.join(map(re.escape, self.files))})(?![A-Za-z0-9_-])){ANY_STUDY}"
+        return f"(?!(?:{'|'.join(map(re.escape, self.checkpoints))})(?![A-Za-z0-9_-])){ANY_STUDY}"
 
     def imported_studies(self) -> str:
         """rule import_models's {study} constraint (none: a pattern that matches nothing)."""
-        return "|".join(map(re.escape, self.files)) or "(?!)"
+        return "|".join(map(re.escape, self.checkpoints)) or "(?!)"
 
     # ----------------------------------------------------------------------- rule import_models
-    def import_point(self, wc):
-        return self.plan.group_points(wc)[0].job_dict("model", "train")
+    def point(self, wc):
+        return self.grid.group_points(wc)[0].job_dict("model", "train")
 
-    def import_models(self, wc):
+    def models(self, wc):
         """{seed: [checkpoint, run row]} the job writes (as rule train's ``models`` for the group's one point)."""
-        return next(iter(self.plan.train_models(wc).values()))
+        return next(iter(self.grid.group_models(wc).values()))
 
-    def import_sources(self, wc):
+    def sources(self, wc):
         """{seed: [file, SHA-256]} the job reads: its params, so a changed checkpoint reruns it."""
-        return {s: [f, file_sha256(f)] for s, f in self.files[wc.study].items() if s in self.plan.block_seeds(wc)}
+        return {s: [f, file_sha256(f)] for s, f in self.checkpoints[wc.study].items() if s in self.grid.block_seeds(wc)}
 
-    def import_files(self, wc):
-        return [f for f, _ in self.import_sources(wc).values()]
+    def files(self, wc):
+        return [f for f, _ in self.sources(wc).values()]
 
     # ----------------------------------------------------------------------- provenance
     def provenance(self) -> dict:
         """What provenance.json records of imported inputs: each checkpoint's file and SHA-256."""
         return {"imported_checkpoints": {s: {str(seed): {"file": f, "sha256": file_sha256(f)}
-                                             for seed, f in files.items()} for s, files in self.files.items()}}
+                                             for seed, f in files.items()} for s, files in self.checkpoints.items()}}

@@ -44,22 +44,23 @@ def bundle_members(directory) -> list[int] | None:
         return None
 
 
-def group_blocks(plan, study: str, group: str, points: list) -> dict[str, list[int]]:
+def group_blocks(config: dict, paths, study: str, group: str, points: list) -> dict[str, list[int]]:
     """{bundle label: seeds} of a grid group: its seed blocks (``seed_blocks``), where ``keeps_bundles`` with the
     finished bundles on disk kept. A bundle is kept when its recorded members lie within its seed block's seeds
-    and every member's checkpoint and run row exist for every point of the group."""
+    and every member's checkpoint and run row exist for every point of the group. ``paths``: the run's
+    ``lmcflow.plan.paths.Paths``."""
     blocks = seed_blocks(points[0])
-    if not keeps_bundles(plan.config, points):
+    if not keeps_bundles(config, points):
         return blocks
     kept: dict[str, list[int]] = {}
     for b, seeds in blocks.items():
         free = set(seeds)
         for label in [b, *(f"{b}s{s}" for s in seeds)]:
-            directory = plan.bundle_dir(study, group, label)
+            directory = paths.bundle_dir(study, group, label)
             members = bundle_members(directory)
             if members and set(members) <= free and all(
                     Path(f).is_file() for p in points for s in members
-                    for f in plan.member_files(study, group, p.point, directory, s)):
+                    for f in paths.member_files(study, group, p.point, directory, s)):
                 kept[label] = members
                 free -= set(members)
     return extended_blocks(blocks, kept)

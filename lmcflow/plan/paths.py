@@ -82,6 +82,13 @@ class Paths:
         """Rule mechanism's second output: the τ sweep of the active-unit overlap."""
         return f"{self.work}/mechanism/{study}/{point}/{method}/blocks-{blocks}-active_overlap.parquet"
 
+    @staticmethod
+    def member_files(study, group, point, bundle, seed):
+        """[checkpoint, run row] of one model of a point in the bundle directory ``bundle`` of its group (in a
+        subdirectory named by its point when the bundle holds several points)."""
+        d = bundle if group == point else f"{bundle}/{point}"
+        return [f"{d}/seed-{seed}.safetensors", f"{d}/seed-{seed}.run.parquet"]
+
     def figures(self, study, names):
         """The png and pdf of each named figure of a study."""
         return [f"{self.results}/figures/{study}/{n}.{ext}" for n in names for ext in ("png", "pdf")]

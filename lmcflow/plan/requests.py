@@ -10,6 +10,7 @@ cannot fit is refused before any work (``check_limits``). Details: docs/cluster.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lmcflow.config import ConfigError, many_sizes, mechanism_methods, merge_methods
@@ -17,11 +18,6 @@ from lmcflow.config.partners import REAL
 from lmcflow.grouping import pair_blocks, seed_blocks, stacks
 from lmcflow.plan import cost
 
-# rules whose jobs are a grid group's seed block, a grid group's pair block, one point's pair block, or one point
-GROUP_BLOCK_RULES = ("train", "swap_costs")
-GROUP_PAIR_RULES = ("interpolate", "identifiability")
-POINT_PAIR_RULES = ("align", "mechanism")
-POINT_RULES = ("merge_many",)
 CLUSTER_DEFAULTS = {"max_runtime": None, "max_mem_mb": None, "safety": 1.5, "job_overhead_s": 60}
 
 
@@ -77,42 +73,65 @@ def train_request(points, n_models: int, config: dict) -> Request:
                     n_models)
 
 
-def merge_request(rule: str, points, n: int, config: dict, method: str | None = None) -> Request:
-    """A merge-side job: ``swap_costs`` (``n`` models), ``interpolate`` / ``identifiability`` (``n`` pairs of a
-    group's points), ``align`` / ``mechanism`` (``n`` pairs of one point, one ``method``)."""
+def merge_request(work: Callable, points, n: int, config: dict, method: str | None = None) -> Request:
+    """A merge-side job of ``points`` doing ``work(points, n, data, rates, method)`` seconds of work (``n``: its
+    models or pairs; ``method``: a point-pair job's method)."""
     device, rates = _rates(points, "merge", config)
     data = config["data"]
-    if rule == "swap_costs":
-        work = cost.swap_seconds(points, n, data, rates)
-    elif rule == "interpolate":
-        work = cost.interpolate_seconds(points, n, data, rates)
-    elif rule == "identifiability":
-        work = cost.identifiability_seconds(points, n, data, rates)
-    elif rule == "align":
-        work = cost.align_seconds(points[0], method, n, data, rates)
-    elif rule == "mechanism":
-        work = cost.mechanism_seconds(points[0], n, data, rates)
-    elif rule == "merge_many":
-        work = cost.merge_many_seconds(points[0], data, rates)
-    else:
-        raise ValueError(f"no cost model for rule {rule!r}")
-    return _request(points, "merge", rates["startup_cpu_s"] + work, cost.merge_mem_mb(points, data, device),
-                    device, config)
+    return _request(points, "merge", rates["startup_cpu_s"] + work(points, n, data, rates, method),
+                    cost.merge_mem_mb(points, data, device), device, config)
+
+
+# the jobs of a compute rule: a grid group's seed block, a grid group's pair block, one point's pair block (and
+# method), or one point
+GROUP_BLOCK, GROUP_PAIR, POINT_PAIR, POINT = "group block", "group pair block", "point pair block", "point"
+
+
+@dataclass(frozen=True)
+class Compute:
+    """The cost column of a compute rule in ``lmcflow.plan.ruletable``: what one job asks a cluster for."""
+
+    name: str
+    unit: str  # GROUP_BLOCK, GROUP_PAIR, POINT_PAIR or POINT
+    threads: str  # the config's threads.<threads> the job runs on
+    work: Callable | None  # (points, n, data, rates, method) -> seconds; None: a train job (train_request)
+    # whether a grid group's points (a point, for POINT_PAIR and POINT) have such jobs, as the limit check counts
+    them: Callable
+    methods: Callable | None = None  # POINT_PAIR: a point's methods, one job each
+
+    def request(self, points, n: int, config: dict, method: str | None = None) -> Request:
+        if self.work is None:
+            return train_request(points, n, config)
+        return merge_request(self.work, points, n, config, method)
+
+
+TRAIN = Compute("train", GROUP_BLOCK, "train", None, lambda pts: True)
+SWAP_COSTS = Compute("swap_costs", GROUP_BLOCK, "merge", lambda pts, n, d, r, m: cost.swap_seconds(pts, n, d, r),
+                     lambda pts: any(p.analysis["swap_costs"] for p in pts))
+INTERPOLATE = Compute("interpolate", GROUP_PAIR, "merge",
+                      lambda pts, n, d, r, m: cost.interpolate_seconds(pts, n, d, r),
+                      lambda pts: any(int(p.train["epochs"]) > 0 for p in pts))
+IDENTIFIABILITY = Compute("identifiability", GROUP_PAIR, "merge",
+                          lambda pts, n, d, r, m: cost.identifiability_seconds(pts, n, d, r),
+                          lambda pts: any(p.analysis["identifiability"] for p in pts))
+ALIGN = Compute("align", POINT_PAIR, "merge", lambda pts, n, d, r, m: cost.align_seconds(pts[0], m, n, d, r),
+                lambda p: int(p.train["epochs"]) > 0, lambda p: [m for m in merge_methods(p) if m != "identity"])
+MECHANISM = Compute("mechanism", POINT_PAIR, "merge", lambda pts, n, d, r, m: cost.mechanism_seconds(pts[0], n, d, r),
+                    lambda p: int(p.train["epochs"]) > 0, mechanism_methods)
+MERGE_MANY = Compute("merge_many", POINT, "merge", lambda pts, n, d, r, m: cost.merge_many_seconds(pts[0], d, r),
+                     lambda p: int(p.train["epochs"]) > 0 and bool(many_sizes(p)) and p.partner == REAL)
+COMPUTE = (TRAIN, SWAP_COSTS, INTERPOLATE, IDENTIFIABILITY, ALIGN, MECHANISM, MERGE_MANY)  # ``lmcflow plan``'s order
 
 
 def group_requests(points, config: dict) -> list[tuple[str, str, Request]]:
-    """(rule, block label, request) of every train and pair-block job of a grid group's ``points``."""
+    """(rule, block label, request) of every seed-block and pair-block job of a grid group's ``points``."""
     out = []
     for b, seeds in seed_blocks(points[0]).items():
-        out.append(("train", str(b), train_request(points, len(seeds), config)))
-        if any(p.analysis["swap_costs"] for p in points):
-            out.append(("swap_costs", str(b), merge_request("swap_costs", points, len(seeds), config)))
-    trained = [p for p in points if int(p.train["epochs"]) > 0]
+        out += [(c.name, str(b), c.request(points, len(seeds), config)) for c in COMPUTE
+                if c.unit == GROUP_BLOCK and c.them(points)]
     for (i, j), pairs in pair_blocks(points[0]).items():
-        if trained:
-            out.append(("interpolate", f"{i}-{j}", merge_request("interpolate", points, len(pairs), config)))
-        if any(p.analysis["identifiability"] for p in points):
-            out.append(("identifiability", f"{i}-{j}", merge_request("identifiability", points, len(pairs), config)))
+        out += [(c.name, f"{i}-{j}", c.request(points, len(pairs), config)) for c in COMPUTE
+                if c.unit == GROUP_PAIR and c.them(points)]
     return out
 
 
@@ -142,7 +161,7 @@ def check_limits(groups: dict, points: dict, config: dict) -> None:
     if not bad:
         return
     where, rule, label, r = bad[0]
-    hint = ("lower train.bundle (fewer models per job) or train.epochs there" if rule == "train" else
+    hint = ("lower train.bundle (fewer models per job) or train.epochs there" if rule == TRAIN.name else
             "lower train.bundle (fewer pairs per job) or the rule's work there")
     raise ConfigError(
         f"cluster: point {where}: its {rule} job (block {label}) asks for {r.runtime} min and {r.mem_mb} MB "
@@ -152,17 +171,11 @@ def check_limits(groups: dict, points: dict, config: dict) -> None:
 
 
 def point_requests(points: dict, config: dict) -> list:
-    """(point, rule, block label, request) of every align and mechanism job of ``points`` ((study, id) -> Point)."""
+    """(point, rule, block label, request) of every point-pair and point job of ``points`` ((study, id) -> Point)."""
     out = []
     for p in points.values():
-        if int(p.train["epochs"]) <= 0:
-            continue
         for (i, j), pairs in pair_blocks(p).items():
-            for m in merge_methods(p):
-                if m != "identity":
-                    out.append((p, "align", f"{m} {i}-{j}", merge_request("align", [p], len(pairs), config, m)))
-            for m in mechanism_methods(p):
-                out.append((p, "mechanism", f"{m} {i}-{j}", merge_request("mechanism", [p], len(pairs), config, m)))
-        if many_sizes(p) and p.partner == REAL:
-            out.append((p, "merge_many", "", merge_request("merge_many", [p], 0, config)))
+            out += [(p, c.name, f"{m} {i}-{j}", c.request([p], len(pairs), config, m)) for c in COMPUTE
+                    if c.unit == POINT_PAIR and c.them(p) for m in c.methods(p)]
+        out += [(p, c.name, "", c.request([p], 0, config)) for c in COMPUTE if c.unit == POINT and c.them(p)]
     return out

@@ -22,6 +22,7 @@ class RuleText:
     line: int
     script: Path | None = None
     params: dict = field(default_factory=dict)  # param name -> its expression's text
+    input: dict = field(default_factory=dict)  # input name ("" unnamed, "*" an unpack) -> its expression's text
     loop: tuple[str, str] | None = None  # (variable, its value) of the loop that defines the rule
 
     def where(self) -> str:
@@ -72,10 +73,12 @@ def read_rules(root: Path = CHECKOUT) -> dict[str, RuleText]:
 
 
 def _rule_text(name, smk, line, block, indent, loop=None) -> RuleText:
-    """One rule's text: its script and params entries (and, unnamed, its ``name:`` expression as its name)."""
+    """One rule's text: its script, input and params entries (and, unnamed, its ``name:`` expression as its
+    name)."""
     r = RuleText(name, smk, line, loop=loop)
     section_re = re.compile(rf"^ {{{indent + 4}}}(\w+):")
     entry_re = re.compile(rf"^ {{{indent + 8}}}(\w+)=(.+?),?$")
+    positional_re = re.compile(rf"^ {{{indent + 8}}}([^\s#].*?),?$")
     section = None
     for j, line_text in enumerate(block[1:], 1):
         if m := section_re.match(line_text):
@@ -86,6 +89,10 @@ def _rule_text(name, smk, line, block, indent, loop=None) -> RuleText:
                 r.name = block[j + 1].strip()
         elif section == "params" and (m := entry_re.match(line_text)):
             r.params[m.group(1)] = m.group(2)
+        elif section == "input" and (m := entry_re.match(line_text)):
+            r.input[m.group(1)] = m.group(2)
+        elif section == "input" and (m := positional_re.match(line_text)):
+            r.input["*" if m.group(1).startswith("unpack(") else ""] = m.group(1)
     return r
 
 

@@ -2,24 +2,16 @@
 
 Per compute rule: its jobs, the longest request, the hours requested and estimated (core-hours: × the job's
 threads; GPU-hours: × its GPUs), and the jobs above 24 h, 72 h and the config's ``cluster.max_runtime``.
-The requests are the ones the rules' ``resources:`` pass to Snakemake (``Plan.job_request``).
+The requests are the ones the rules' ``resources:`` pass to Snakemake (``Plan.job_request``, from the rule
+table's cost column).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from lmcflow.plan.dag import needed_jobs
-from lmcflow.plan.requests import (
-    GROUP_BLOCK_RULES,
-    GROUP_PAIR_RULES,
-    POINT_PAIR_RULES,
-    POINT_RULES,
-    Request,
-    cluster_cfg,
-)
-from lmcflow.plan.rules import Plan
-
-COMPUTE_RULES = (*GROUP_BLOCK_RULES, *GROUP_PAIR_RULES, *POINT_PAIR_RULES, *POINT_RULES)
+from lmcflow.plan.requests import Request, cluster_cfg
+from lmcflow.plan.ruletable import COMPUTE_RULES, RULES
 
 
 @dataclass(frozen=True)
@@ -34,12 +26,12 @@ class PlannedJob:
         return "/".join(str(v) for v in self.wildcards.values())
 
 
-def planned_jobs(plan: Plan) -> list[PlannedJob]:
+def planned_jobs(plan) -> list[PlannedJob]:
     """Every compute job a fresh run of the plan submits, with its request."""
     out = []
     for job in needed_jobs(plan):
         if job.rule in COMPUTE_RULES:
-            threads = int(plan.config["threads"]["train" if job.rule == "train" else "merge"])
+            threads = int(plan.config["threads"][RULES[job.rule].cost.threads])
             out.append(PlannedJob(job.rule, job.wildcards, plan.job_request(job.rule, job.wc), threads))
     return out
 
@@ -71,7 +63,7 @@ def _h(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
-def format_plan(plan: Plan, name: str = "") -> str:
+def format_plan(plan, name: str = "") -> str:
     """The plan's Markdown table (and every job above the limit, if any)."""
     cl = cluster_cfg(plan.config)
     jobs = planned_jobs(plan)

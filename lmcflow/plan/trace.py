@@ -1,16 +1,20 @@
 """``lmcflow trace <claim>``: a claim's chain from its verdict to the config keys it depends on, read from the
-claim registry, the plan of a config and the rule files: verdict → statistic function → tables it reads →
-the rules (and the job functions their scripts call) that make them, down to the data → config keys."""
+claim registry, the plan of a config and the rule table (``lmcflow.plan.ruletable``; each rule's file and line
+from the rule files): verdict → statistic function → tables it reads → the rules (and their job functions) that
+make them, down to the data → config keys."""
 from __future__ import annotations
 
+import importlib
 import json
+import re
 from pathlib import Path
 
 from lmcflow.claims import REGISTRY
 from lmcflow.config import DEFAULT_CONFIG, POINT_BLOCKS, ConfigError
 from lmcflow.plan.dag import needed_jobs, producers
-from lmcflow.plan.rulefiles import def_line, job_functions, read_rules, rel, where_defined
-from lmcflow.plan.rules import Plan
+from lmcflow.plan.facade import Plan
+from lmcflow.plan.rulefiles import CHECKOUT, def_line, read_rules, rel, where_defined
+from lmcflow.plan.ruletable import RULES, Rule, evaluate
 
 
 def shipped_configs() -> list[Path]:
@@ -25,12 +29,12 @@ def plan_for(claim: str, config: str | None) -> tuple[Plan, str]:
         raise ConfigError(f"no claim {claim!r}; registered: {', '.join(sorted(REGISTRY))}")
     if config is not None:
         plan = Plan.from_files([config])
-        if claim not in plan.claim_cfg:
+        if claim not in plan.claims.cfg_of:
             raise ConfigError(f"{config} does not configure claim {claim!r} (claims.{claim})")
         return plan, config
     for path in shipped_configs():
         plan = Plan.from_files([] if path == DEFAULT_CONFIG else [path])
-        if claim in plan.claim_cfg:
+        if claim in plan.claims.cfg_of:
             return plan, rel(path)
     raise ConfigError(f"no shipped config configures claim {claim!r}; pass one with --config")
 
@@ -53,20 +57,26 @@ def upstream(plan: Plan, files: list[str]) -> list[tuple[str, list]]:
     return list(order.items())
 
 
-def param_values(plan: Plan, rule, job) -> dict:
-    """The params of a job whose expression names a plan function of the wildcards (``PLAN.f``) or reads the
-    config; in a loop-defined rule, also ``PLAN.f(VAR)``: a plan function of the loop's value, giving a value or
-    a function of the wildcards."""
+def job_function(rule: Rule):
+    """The lmcflow function a rule's script calls (the rule table's ``job``), or None."""
+    if rule.job is None:
+        return None
+    module, name = rule.job.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def param_values(plan: Plan, rule: Rule, job) -> dict:
+    """The params of a job whose expression names a plan function of the wildcards (``PLAN.<part>.f``) or reads
+    the config; in a loop-defined rule, also ``PLAN.<part>.f(VAR)``: a plan function of the loop's value, giving a
+    value or a function of the wildcards."""
     out = {}
     for name, expr in rule.params.items():
-        expr = expr.removeprefix("PLAN.")
         if expr.startswith('config["'):
             out[name] = ("config", expr.split('"')[1])
-        elif expr.isidentifier() and callable(getattr(plan, expr, None)):
-            out[name] = getattr(plan, expr)(job.wc)
-        elif rule.loop and expr.endswith(f"({rule.loop[0]})") and callable(getattr(plan, expr.split("(")[0], None)):
-            value = getattr(plan, expr.split("(")[0])(rule.loop[1])
-            out[name] = value(job.wc) if callable(value) else value
+        elif re.fullmatch(r"PLAN(\.\w+)+", expr) and callable(eval(expr, {"PLAN": plan})):  # noqa: S307
+            out[name] = evaluate(plan, rule, expr, job.wc)
+        elif rule.loop and re.fullmatch(rf"PLAN(\.\w+)+\({rule.loop[0]}\)", expr):
+            out[name] = evaluate(plan, rule, expr, job.wc)
     return out
 
 
@@ -91,7 +101,7 @@ def trace(claim: str, config: str | None = None, results: str | None = None) -> 
     plan, source = plan_for(claim, config)
     entry = REGISTRY[claim]
     rules = read_rules()
-    out_json = Path(results or plan.results) / "claims" / f"{claim}.json"
+    out_json = Path(results or plan.paths.results) / "claims" / f"{claim}.json"
     lines = [f"claim {claim} ({entry.paper}): {entry.statement}", f"config: {source}"]
     if out_json.is_file():
         lines.append(f"verdict: {json.loads(out_json.read_text())['verdict']} ({out_json})")
@@ -100,19 +110,19 @@ def trace(claim: str, config: str | None = None, results: str | None = None) -> 
     fn = entry.evaluate
     lines.append(f"statistic: {fn.__module__}.{fn.__qualname__}  {where_defined(fn)}")
     lines.append("tables:")
-    for kind, paths in plan.claim_tables(claim).items():
+    for kind, paths in plan.targets.claim_tables(claim).items():
         lines += [f"  {kind:20s} {p}" for p in paths]
     lines.append("rules (nearest first; rule  file:line  script -> job function  file:line  jobs):")
-    chain = upstream(plan, [plan.claim_file(claim)])
+    chain = upstream(plan, [plan.paths.claim_file(claim)])
     points: dict = {}
     other_keys: set = set()
     for name, jobs in chain:
-        r = rules[name]
-        funcs = job_functions(r.script) if r.script else []
-        calls = ", ".join(f"{f.__module__}.{f.__name__}  {where_defined(f)}" for f in funcs)
-        script = rel(r.script) if r.script else "(no script)"
+        r, where = RULES[name], rules[name].where()
+        f = job_function(r)
+        calls = f"{f.__module__}.{f.__name__}  {where_defined(f)}" if f else ""
+        script = rel(CHECKOUT / "workflow/scripts" / r.script) if r.script else "(no script)"
         n = f"{len(jobs)} job{'s' * (len(jobs) > 1)}"
-        lines.append(f"  {name:32s} {r.where():36s} {script} -> {calls or '-'}  ({n})")
+        lines.append(f"  {name:32s} {where:36s} {script} -> {calls or '-'}  ({n})")
         for job in jobs:
             for pname, value in param_values(plan, r, job).items():
                 if isinstance(value, tuple) and value[:1] == ("config",):
@@ -122,7 +132,7 @@ def trace(claim: str, config: str | None = None, results: str | None = None) -> 
                 else:
                     point_keys(value, points)
     lines.append("config keys:")
-    ccfg = plan.claim_cfg[claim] or {}
+    ccfg = plan.claims.cfg_of[claim] or {}
     lines.append(f"  claims.{claim}.study = {ccfg.get('study')}")
     for k, v in entry.params(ccfg).items():
         lines.append(f"  claims.{claim}.{k} = {v!r}{'' if k in ccfg else ' (default)'}")

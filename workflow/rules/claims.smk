@@ -8,27 +8,27 @@ rule claim:
     """A claim verdict computed from its study's tables (seed-level jackknife CI, lmcflow.claims.stats)."""
     input:
         # the claim's tables, and its studies' runs tables (device and precision, for the claim's provenance)
-        unpack(PLAN.claim_inputs),
+        unpack(PLAN.claims.inputs),
     output:
-        report(PLAN.claim_file("{claim}"), caption="../report/claim.rst", category="claims"),
+        report(PLAN.paths.claim_file("{claim}"), caption="../report/claim.rst", category="claims"),
     log:
         f"{LOGS}/claims/{{claim}}.log",
     wildcard_constraints:
-        claim="|".join(PLAN.claim_cfg) or "NO_CLAIMS",
+        claim="|".join(PLAN.claims.names()) or "NO_CLAIMS",
     params:
         claim=lambda wc: wc.claim,
-        claim_cfg=PLAN.claim_params_cfg,
-        points=PLAN.claim_points,
-        datasets=PLAN.claim_datasets,
+        claim_cfg=PLAN.claims.cfg,
+        points=PLAN.claims.points,
+        datasets=PLAN.claims.datasets,
     script:
         "../scripts/claim.py"
 
 
 rule claims_table:
     input:
-        PLAN.claims_table_inputs(),
+        PLAN.claims.table_inputs(),
     output:
-        PLAN.claims_table,
+        PLAN.paths.claims_table,
     log:
         f"{LOGS}/claims/claims_table.log",
     script:
@@ -38,12 +38,12 @@ rule claims_table:
 rule report_front_page:
     """The report's landing text: every verdict beside the paper's number, with links to the figures."""
     input:
-        PLAN.claims_table,
+        PLAN.paths.claims_table,
     output:
-        PLAN.front_page,
+        PLAN.paths.front_page,
     log:
         f"{LOGS}/claims/report_front_page.log",
     params:
-        studies=PLAN.studies,
+        studies=PLAN.grid.studies,
     script:
         "../scripts/report_front_page.py"

@@ -1,5 +1,7 @@
-# The run's plan (lmcflow.plan: points, paths, targets, each rule's inputs, params and resources), built once
-# from the config. The rule files name its functions directly: PLAN.merge_entries is lmcflow.plan's Plan.merge_entries.
+# The run's plan (lmcflow.plan.facade.Plan), built once from the config: its parts are paths, grid (points, grid
+# groups, what one job reads), targets and one object per rule family (lmcflow.plan.families). The rule files name
+# a function of a part in one hop: PLAN.merge.entries is lmcflow.plan.families.MergeRules.entries;
+# lmcflow.plan.ruletable lists every rule's inputs, params, job function and cost.
 import os
 import sys
 from pathlib import Path
@@ -42,11 +44,11 @@ config.update(PLAN.config)
 
 # A bundle directory without all its checkpoints and run rows (one deleted as damaged) is not a finished
 # output: Snakemake sees only the directory, so date it before its inputs and its train job reruns.
-for bundle, missing in PLAN.incomplete_bundles().items():
+for bundle, missing in PLAN.train.incomplete_bundles().items():
     mark_out_of_date(bundle)
     logger.warning(f"{bundle} lacks {', '.join(Path(f).name for f in missing)}: its train job reruns")
 
-RESULTS, WORK, LOGS = PLAN.results, PLAN.work, PLAN.logs
+RESULTS, WORK, LOGS = PLAN.paths.results, PLAN.paths.work, PLAN.paths.logs
 
 
 wildcard_constraints:

@@ -1,14 +1,14 @@
 rule prepare_data:
     """Read a dataset once (torchvision or a synthetic generator), split off validation, normalise."""
     output:
-        PLAN.data_file("{dataset}"),
+        PLAN.paths.data_file("{dataset}"),
     log:
         f"{LOGS}/prepare_data/{{dataset}}.log",
     resources:
         mem_mb=8000,
-        runtime=PLAN.prepare_data_runtime,
+        runtime=PLAN.data.runtime,
     params:
-        data_cfg=PLAN.prepare_data_cfg,
+        data_cfg=PLAN.data.cfg,
         cache_root=f"{WORK}/data/raw",
     script:
         "../scripts/prepare_data.py"

@@ -6,8 +6,8 @@ localrules:
 rule width_figures:
     """Barrier vs width, error along λ, raw vs calibrated loss barrier and logit norm along λ for a width sweep."""
     input:
-        barriers=PLAN.study_table("{study}", "barriers"),
-        interpolation=PLAN.study_table("{study}", "interpolation"),
+        barriers=PLAN.paths.study_table("{study}", "barriers"),
+        interpolation=PLAN.paths.study_table("{study}", "interpolation"),
     output:
         barrier_png=report(
             f"{RESULTS}/figures/{{study}}/barrier_vs_width.png",
@@ -52,8 +52,8 @@ localrules:
 rule identifiability_figures:
     """Optimal / identity / random activation-matching objective vs σ_F; unaligned vs aligned barrier vs σ_F."""
     input:
-        matching=PLAN.study_table("{study}", "identifiability"),
-        lmc=PLAN.study_table("{study}", "identifiability_lmc"),
+        matching=PLAN.paths.study_table("{study}", "identifiability"),
+        lmc=PLAN.paths.study_table("{study}", "identifiability_lmc"),
     output:
         objective_png=report(
             f"{RESULTS}/figures/{{study}}/objective_vs_sigma_f.png",
@@ -82,8 +82,8 @@ rule identifiability_figures:
 rule swap_cost_figures:
     """Swap-cost heatmaps (k × σ_F) and median / fraction-negative swap cost vs k."""
     input:
-        summary=PLAN.study_table("{study}", "swap_costs"),
-        matrix=PLAN.study_table("{study}", "swap_matrix"),
+        summary=PLAN.paths.study_table("{study}", "swap_costs"),
+        matrix=PLAN.paths.study_table("{study}", "swap_matrix"),
     output:
         heatmaps_png=report(
             f"{RESULTS}/figures/{{study}}/swap_cost_heatmaps.png",
@@ -124,8 +124,8 @@ rule swap_cost_figures:
 rule lmc_vs_k_figure:
     """Unaligned relative accuracy drop vs the data's intrinsic dimension k, beside the paper's values."""
     input:
-        interpolation=PLAN.study_table("{study}", "interpolation"),
-        summary=PLAN.study_table("{study}", "swap_costs"),
+        interpolation=PLAN.paths.study_table("{study}", "interpolation"),
+        summary=PLAN.paths.study_table("{study}", "swap_costs"),
     output:
         png=report(f"{RESULTS}/figures/{{study}}/lmc_vs_k.png", caption="../report/lmc_vs_k.rst", category="{study}"),
         pdf=f"{RESULTS}/figures/{{study}}/lmc_vs_k.pdf",
@@ -138,7 +138,7 @@ rule lmc_vs_k_figure:
 rule coherence_figures:
     """Midpoint barrier of the unaligned path vs subspace coherence ν."""
     input:
-        PLAN.study_table("{study}", "coherence"),
+        PLAN.paths.study_table("{study}", "coherence"),
     output:
         barrier_png=report(
             f"{RESULTS}/figures/{{study}}/barrier_vs_nu.png", caption="../report/barrier_vs_nu.rst", category="{study}"
@@ -158,8 +158,8 @@ localrules:
 rule mechanism_figures:
     """Barrier vs width per method; LEWC/LLFC, cross-norm ratios and rank vs width; default vs weak weight decay."""
     input:
-        barriers=PLAN.study_table("{study}", "barriers"),
-        layer_metrics=PLAN.study_table("{study}", "layer_metrics"),
+        barriers=PLAN.paths.study_table("{study}", "barriers"),
+        layer_metrics=PLAN.paths.study_table("{study}", "layer_metrics"),
     output:
         methods_png=report(
             f"{RESULTS}/figures/{{study}}/method_barrier_vs_width.png",
@@ -199,8 +199,8 @@ rule extension_figures:
     """The width paper's extensions: the fraction of the plain loss barrier removed by calibration, REPAIR and both
     vs width, and the N-model average vs the N-model ensemble vs width."""
     input:
-        barriers=PLAN.study_table("{study}", "barriers"),
-        merge_many=PLAN.study_table("{study}", "merge_many"),
+        barriers=PLAN.paths.study_table("{study}", "barriers"),
+        merge_many=PLAN.paths.study_table("{study}", "merge_many"),
     output:
         repair_png=report(
             f"{RESULTS}/figures/{{study}}/repair_vs_calibration.png",

@@ -7,12 +7,12 @@ rule identifiability:
     matching objective per hidden layer, and unaligned vs aligned (activation matching) LMC on the effective
     weights (the unaligned paths read from rule interpolate's file)."""
     input:
-        data=PLAN.group_data_files,
-        bundles=PLAN.block_bundles,
-        interpolation=PLAN.identity_paths_file,
+        data=PLAN.grid.group_data_files,
+        bundles=PLAN.grid.block_bundles,
+        interpolation=PLAN.ident.identity_paths_file,
     output:
-        matching=PLAN.ident_point_file("{study}", "{group}", "identifiability", "{blocks}"),
-        lmc=PLAN.ident_point_file("{study}", "{group}", "identifiability_lmc", "{blocks}"),
+        matching=PLAN.paths.ident_point_file("{study}", "{group}", "identifiability", "{blocks}"),
+        lmc=PLAN.paths.ident_point_file("{study}", "{group}", "identifiability_lmc", "{blocks}"),
     log:
         f"{LOGS}/identifiability/{{study}}/{{group}}/identifiability-{{blocks}}.log",
     threads: config["threads"]["merge"]
@@ -21,9 +21,9 @@ rule identifiability:
         runtime=PLAN.resources("identifiability", "runtime"),
         gpu=PLAN.resources("identifiability", "gpu"),
     params:
-        entries=PLAN.ident_entries,
-        pairs=PLAN.block_pairs,
-        data=PLAN.group_data,
+        entries=PLAN.ident.entries,
+        pairs=PLAN.grid.block_pairs,
+        data=PLAN.grid.group_data,
         device=config["device"],
     script:
         "../scripts/identifiability.py"
@@ -33,11 +33,11 @@ rule swap_costs:
     """Realization and swap costs of every hidden weight layer of each trained model of a bundle (every point of
     its grid group with analysis.swap_costs)."""
     input:
-        data=PLAN.group_data_files,
-        bundle=PLAN.bundle_dir("{study}", "{group}", "{block}"),
+        data=PLAN.grid.group_data_files,
+        bundle=PLAN.paths.bundle_dir("{study}", "{group}", "{block}"),
     output:
-        summary=PLAN.ident_point_file("{study}", "{group}", "swap_costs", "{block}"),
-        matrix=PLAN.ident_point_file("{study}", "{group}", "swap_matrix", "{block}"),
+        summary=PLAN.paths.ident_point_file("{study}", "{group}", "swap_costs", "{block}"),
+        matrix=PLAN.paths.ident_point_file("{study}", "{group}", "swap_matrix", "{block}"),
     log:
         f"{LOGS}/identifiability/{{study}}/{{group}}/swap_costs-{{block}}.log",
     threads: config["threads"]["merge"]
@@ -46,8 +46,8 @@ rule swap_costs:
         runtime=PLAN.resources("swap_costs", "runtime"),
         gpu=PLAN.resources("swap_costs", "gpu"),
     params:
-        entries=PLAN.swap_entries,
-        data=PLAN.group_data,
+        entries=PLAN.ident.swap_entries,
+        data=PLAN.grid.group_data,
         device=config["device"],
     script:
         "../scripts/swap_costs.py"
@@ -56,14 +56,14 @@ rule swap_costs:
 rule coherence_table:
     """Subspace coherence ν of each point's inputs and the barriers of the study's interpolation curves."""
     input:
-        interpolation=PLAN.study_table("{study}", "interpolation"),
-        data=PLAN.coherence_data_files,
+        interpolation=PLAN.paths.study_table("{study}", "interpolation"),
+        data=PLAN.ident.coherence_data_files,
     output:
-        PLAN.study_table("{study}", "coherence"),
+        PLAN.paths.study_table("{study}", "coherence"),
     log:
         f"{LOGS}/tables/{{study}}/coherence.log",
     params:
-        points=PLAN.coherence_points,
-        data_paths=PLAN.coherence_data_paths,
+        points=PLAN.ident.coherence_points,
+        data_paths=PLAN.ident.coherence_data_paths,
     script:
         "../scripts/coherence_table.py"

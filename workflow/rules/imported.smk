@@ -3,19 +3,19 @@ rule import_models:
     DAG was built, into the bundle directory rule train writes for a trained study: one checkpoint and one run row
     per model. Nothing trains."""
     input:
-        data=PLAN.group_data_files,
-        checkpoints=PLAN.import_files,
+        data=PLAN.grid.group_data_files,
+        checkpoints=PLAN.imports.files,
     output:
-        directory(PLAN.bundle_dir("{study}", "{group}", "{block}")),
+        directory(PLAN.paths.bundle_dir("{study}", "{group}", "{block}")),
     log:
         f"{LOGS}/import_models/{{study}}/{{group}}/bundle-{{block}}.log",
     wildcard_constraints:
         study=PLAN.imports.imported_studies(),
     threads: config["threads"]["train"]
     params:
-        point=PLAN.import_point,
-        models=PLAN.import_models,
-        sources=PLAN.import_sources,
+        point=PLAN.imports.point,
+        models=PLAN.imports.models,
+        sources=PLAN.imports.sources,
         device=config["device"],
     script:
         "../scripts/import_models.py"

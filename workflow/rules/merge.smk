@@ -3,11 +3,11 @@ rule interpolate:
     pair block, every point of a grid group and every merge method of the point (B permuted by rule align's
     permutations for method ≠ identity)."""
     input:
-        data=PLAN.group_data_files,
-        bundles=PLAN.block_bundles,
-        alignment=PLAN.merge_alignment_files,
+        data=PLAN.grid.group_data_files,
+        bundles=PLAN.grid.block_bundles,
+        alignment=PLAN.merge.alignment_files,
     output:
-        PLAN.merge_file("{study}", "{group}", "{blocks}"),
+        PLAN.paths.merge_file("{study}", "{group}", "{blocks}"),
     log:
         f"{LOGS}/merge/{{study}}/{{group}}/blocks-{{blocks}}.log",
     threads: config["threads"]["merge"]
@@ -16,9 +16,9 @@ rule interpolate:
         runtime=PLAN.resources("interpolate", "runtime"),
         gpu=PLAN.resources("interpolate", "gpu"),
     params:
-        entries=PLAN.merge_entries,
-        pairs=PLAN.block_pairs,
-        data=PLAN.group_data,
+        entries=PLAN.merge.entries,
+        pairs=PLAN.grid.block_pairs,
+        data=PLAN.grid.group_data,
         device=config["device"],
     script:
         "../scripts/interpolate.py"
@@ -29,11 +29,11 @@ rule align:
     random permutation) for every seed pair of a pair block, in one safetensors file; objective, iterations
     and time in one row per pair."""
     input:
-        data=PLAN.point_data_file,
-        bundles=PLAN.block_bundles,
+        data=PLAN.grid.point_data_file,
+        bundles=PLAN.grid.block_bundles,
     output:
-        perms=PLAN.align_file("{study}", "{point}", "{method}", "{blocks}"),
-        rows=PLAN.align_row_file("{study}", "{point}", "{method}", "{blocks}"),
+        perms=PLAN.paths.align_file("{study}", "{point}", "{method}", "{blocks}"),
+        rows=PLAN.paths.align_row_file("{study}", "{point}", "{method}", "{blocks}"),
     log:
         f"{LOGS}/align/{{study}}/{{point}}/{{method}}/blocks-{{blocks}}.log",
     threads: config["threads"]["merge"]
@@ -42,9 +42,9 @@ rule align:
         runtime=PLAN.resources("align", "runtime"),
         gpu=PLAN.resources("align", "gpu"),
     params:
-        point=PLAN.align_point,
-        pairs=PLAN.block_pairs,
-        models=PLAN.block_models,
+        point=PLAN.merge.align_point,
+        pairs=PLAN.grid.block_pairs,
+        models=PLAN.grid.block_models,
         device=config["device"],
     script:
         "../scripts/align.py"
@@ -55,10 +55,10 @@ rule merge_many:
     MergeMany weight matching, activation matching onto one model), plain and with REPAIR, beside the mean endpoint
     and the N models' logit ensemble."""
     input:
-        data=PLAN.point_data_file,
-        bundles=PLAN.many_bundles,
+        data=PLAN.grid.point_data_file,
+        bundles=PLAN.merge.many_bundles,
     output:
-        PLAN.merge_many_file("{study}", "{point}"),
+        PLAN.paths.merge_many_file("{study}", "{point}"),
     log:
         f"{LOGS}/merge_many/{{study}}/{{point}}.log",
     threads: config["threads"]["merge"]
@@ -67,8 +67,8 @@ rule merge_many:
         runtime=PLAN.resources("merge_many", "runtime"),
         gpu=PLAN.resources("merge_many", "gpu"),
     params:
-        point=PLAN.many_point,
-        models=PLAN.many_models,
+        point=PLAN.merge.many_point,
+        models=PLAN.merge.many_models,
         device=config["device"],
     script:
         "../scripts/merge_many.py"

@@ -5,13 +5,13 @@ localrules:
 rule provenance:
     """The lmcflow commit and version, torch version and math libraries, devices, precisions, CPU kernels and thread counts that produced the results."""
     input:
-        runs=PLAN.result_table("runs"),
+        runs=PLAN.paths.result_table("runs"),
     output:
-        json=PLAN.provenance_files[0],
-        html=report(PLAN.provenance_files[1], caption="../report/provenance.rst", category="provenance"),
+        json=PLAN.paths.provenance_files[0],
+        html=report(PLAN.paths.provenance_files[1], caption="../report/provenance.rst", category="provenance"),
     log:
         f"{LOGS}/provenance.log",
     params:
-        imported=PLAN.imported_provenance(),
+        imported=PLAN.imports.provenance(),
     script:
         "../scripts/provenance.py"

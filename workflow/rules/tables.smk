@@ -13,15 +13,15 @@ for kind in CONCAT_KINDS:
         name:
             f"study_table_{kind}"
         input:
-            PLAN.study_table_inputs(kind),
+            PLAN.tables.study_inputs(kind),
         output:
-            PLAN.study_table("{study}", kind),
+            PLAN.paths.study_table("{study}", kind),
         log:
             f"{LOGS}/tables/{{study}}/{kind}.log",
         localrule: True
         params:
             kind=kind,
-            files=PLAN.study_table_params_files(kind),
+            files=PLAN.tables.study_files(kind),
         script:
             "../scripts/concat_table.py"
 
@@ -29,9 +29,9 @@ for kind in CONCAT_KINDS:
 rule study_barriers:
     """Barriers (three definitions, raw and calibrated) from a study's interpolation curves."""
     input:
-        PLAN.study_table("{study}", "interpolation"),
+        PLAN.paths.study_table("{study}", "interpolation"),
     output:
-        PLAN.study_table("{study}", "barriers"),
+        PLAN.paths.study_table("{study}", "barriers"),
     log:
         f"{LOGS}/tables/{{study}}/barriers.log",
     script:
@@ -46,15 +46,15 @@ for kind in RESULT_KINDS:
         name:
             f"result_table_{kind}"
         input:
-            PLAN.result_table_files(kind),
+            PLAN.tables.result_files(kind),
         output:
-            **PLAN.result_table_outputs(kind),
+            **PLAN.tables.result_outputs(kind),
         log:
             f"{LOGS}/tables/all_{kind}.log",
         localrule: True
         params:
             kind=kind,
-            files=PLAN.result_table_files(kind),
+            files=PLAN.tables.result_files(kind),
         script:
             "../scripts/result_table.py"
 
@@ -63,14 +63,14 @@ rule paper_table1:
     """The width paper's Table 1 beside ours: midpoint test error barrier at each width study's widest width, plain
     average and weight matching, seed-level CI, the paper's value beside it (lmcflow.paper_table1); and its figure."""
     input:
-        PLAN.table1_inputs,
+        PLAN.tables.table1_inputs,
     output:
-        table=PLAN.table1_table,
-        png=report(PLAN.table1_figures[0], caption="../report/paper_table1.rst", category="Table 1"),
-        pdf=PLAN.table1_figures[1],
+        table=PLAN.paths.table1_table,
+        png=report(PLAN.paths.table1_figures[0], caption="../report/paper_table1.rst", category="Table 1"),
+        pdf=PLAN.paths.table1_figures[1],
     log:
         f"{LOGS}/tables/paper_table1.log",
     params:
-        studies=PLAN.table1_studies(),
+        studies=PLAN.targets.table1_studies(),
     script:
         "../scripts/paper_table1.py"

@@ -3,9 +3,9 @@ rule train:
     bundle per set of points whose models stack (init and data order derive from each model's seed). One
     checkpoint and one run row per model."""
     input:
-        data=PLAN.group_data_files,
+        data=PLAN.grid.group_data_files,
     output:
-        directory(PLAN.bundle_dir("{study}", "{group}", "{block}")),
+        directory(PLAN.paths.bundle_dir("{study}", "{group}", "{block}")),
     log:
         f"{LOGS}/train/{{study}}/{{group}}/bundle-{{block}}.log",
     wildcard_constraints:
@@ -16,12 +16,12 @@ rule train:
         runtime=PLAN.resources("train", "runtime"),
         gpu=PLAN.resources("train", "gpu"),
     params:
-        points=PLAN.train_points,
-        bundles=PLAN.train_stacks,
-        models=PLAN.train_models,
-        data=PLAN.group_data,
+        points=PLAN.train.points,
+        bundles=PLAN.train.bundles,
+        models=PLAN.train.models,
+        data=PLAN.grid.group_data,
         device=config["device"],
         state_dir=f"{WORK}/state",
-        stack_alone=PLAN.train_stack_alone,
+        stack_alone=PLAN.train.stack_alone,
     script:
         "../scripts/train.py"
