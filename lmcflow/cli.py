@@ -8,7 +8,8 @@
                                           # real vs null-partner statistics, the paper's value beside ours and
                                           # whether it is comparable
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
-    lmcflow claims --update-doc FILE      # rewrite FILE's marked verdict tables from the runs they name
+    lmcflow claims --nulls-markdown [results]  # per pair claim: headline statistic, real vs each null partner kind
+    lmcflow claims --update-doc FILE      # rewrite FILE's marked verdict and null tables from the runs they name
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
     lmcflow verify evidence/RUN/results --published  # tables and claims of a published run
     lmcflow verify [results] --against DIR  # same bits? same verdicts? (exit 1 unless every verdict agrees)
@@ -25,18 +26,23 @@ import argparse
 import json
 import math
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
 
 from lmcflow.claims import REGISTRY
-from lmcflow.claims.margins import margin_text
-from lmcflow.claims.regime import BELOW_REGIME, qualified_verdict
+from lmcflow.claims.regime import BELOW_REGIME
 from lmcflow.compare import compare
 from lmcflow.config import ConfigError, check_semantics, expand_points, parse_overrides, resolve_config
 from lmcflow.config.catalog import ARCHITECTURES, dataset_names
 from lmcflow.config.point_schema import validate_points
+from lmcflow.doc_tables import (  # noqa: F401  (the names tests and docs import from the command line)
+    VERDICT_BLOCK,
+    claims_markdown,
+    nulls_markdown,
+    update_doc_tables,
+    verdict_table,
+)
 from lmcflow.grouping import all_grid_groups, pair_blocks
 from lmcflow.inputs import MissingInput, claim_rows, read_config, results_folder
 from lmcflow.io import CorruptFileError
@@ -103,97 +109,6 @@ def format_claim(r: dict) -> str:
     return "\n".join(lines)
 
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _interval(statistic, low, high) -> str:
-    if statistic is None:
-        return "—"
-    return f"{statistic:.3g}" + ("" if low is None or high is None else f" [{low:.3g}, {high:.3g}]")
-
-
-def _seed_range(seeds: list) -> str:
-    return f"{seeds[0]}–{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 1 else \
-        ",".join(map(str, seeds))
-
-
-def claims_markdown(results: str | Path) -> str:
-    """A Markdown verdict table from ``results/claims/*.json``: claim, paper, verdict, the headline statistic
-    with its 95% interval, and the paper's values that fit our study (all of them where none fits)."""
-    files = sorted((results_folder(results) / "claims").glob("*.json"))
-    if not files:
-        raise MissingInput(f"{Path(results) / 'claims'}: no claim JSONs to tabulate; a run makes them: "
-                           "`snakemake --cores all` (one claim: `snakemake --cores all RESULTS/claims/CLAIM_ID.json`)")
-    rows = []
-    for f in files:
-        try:
-            rows.append(json.loads(f.read_text()))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ConfigError(f"{f}: not a claim JSON written by lmcflow ({err}); rebuild it with "
-                              f"`snakemake --cores all --forcerun {f}`") from err
-    replicated = any("replication" in r for r in rows)
-    lines = ["| claim | paper | verdict | ours: statistic [95% CI] | paper's value (ours) |"
-             + (" replicate seeds: verdict |" if replicated else ""),
-             "|---|---|---|---|---|" + ("---|" if replicated else "")]
-    for r in sorted(rows, key=lambda r: (r["paper"], r["claim_id"])):
-        paper = [p for p in r["paper_values"] if p["fits_our_study"]] or r["paper_values"]
-        values = "; ".join(
-            f"{p['quantity']}: {p['value']:.3g} ({p['scale']})"
-            + (f" (ours {_interval(p['ours']['statistic'], p['ours']['ci_low'], p['ours']['ci_high'])})"
-               if p["ours"] else "")
-            + ("" if p.get("comparable", True) else f" (not comparable: {p['comparable_reason']})")
-            for p in paper) or "—"
-        stat = f"{r['statistic_name']}: {_interval(r['statistic'], r['ci_low'], r['ci_high'])}"
-        if r["reason"]:
-            stat += f" ({r['reason']})"
-        if r.get("decided_by_convention"):
-            stat += f" ({margin_text(r['decided_by_convention'])})"
-        reg = r.get("regime") or {}
-        if reg.get("predicted_crossing_width"):
-            ci = reg.get("predicted_crossing_width_ci")
-            stat += (f"; predicted crossing width ×{reg['predicted_crossing_width']:.3g}"
-                     + (f" [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else ""))
-        shown = qualified_verdict(r) if reg.get("verdict_qualifier") else (
-            f"{r['verdict']} ({reg['label']})" if reg and not reg.get("reached") else r["verdict"])
-        line = (f"| `{r['claim_id']}` | {_md(r['paper'].split(',')[0])} | {_md(shown)} | {_md(stat)} | "
-                f"{_md(values)} |")
-        if replicated:
-            rep = r.get("replication")
-            line += (" — |" if rep is None else
-                     f" {_md(_seed_range(rep['seeds']))}: {rep['verdict']}"
-                     + ("" if rep["replicated"] else " (**not replicated**)") + " |")
-        lines.append(line)
-    return "\n".join(lines)
-
-
-VERDICT_BLOCK = re.compile(r"(<!-- verdicts: lmcflow claims --markdown (\S+) -->\n)(.*?)(\n<!-- /verdicts -->)", re.S)
-
-
-def verdict_table(repo: Path, results: str) -> str:
-    """A doc's verdict table of the run in ``repo / results``: ``claims_markdown``, or a line saying the run is not
-    there yet (a regime run whose evidence has not been committed)."""
-    if not (repo / results / "claims").is_dir():
-        return f"(no verdicts yet: `{results}` does not exist; it is written by the run named above)"
-    return claims_markdown(repo / results)
-
-
-def update_verdict_tables(doc: Path, repo: Path) -> bool:
-    """Rewrite every ``<!-- verdicts: lmcflow claims --markdown DIR -->`` … ``<!-- /verdicts -->`` block of ``doc``
-    from DIR (relative to ``repo``); True if the file changed."""
-    if not doc.is_file():
-        raise MissingInput(f"{doc}: no such file" + (" (a folder)" if doc.is_dir() else "") + "; --update-doc "
-                           "rewrites the verdict tables of a Markdown file such as README.md")
-    text = doc.read_text()
-    if not VERDICT_BLOCK.search(text):
-        raise MissingInput(f"{doc}: holds no verdict table to update (a block '<!-- verdicts: lmcflow claims "
-                           "--markdown DIR -->' … '<!-- /verdicts -->')")
-    new = VERDICT_BLOCK.sub(lambda m: m.group(1) + verdict_table(repo, m.group(2)) + m.group(4), text)
-    if new != text:
-        doc.write_text(new)
-    return new != text
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="lmcflow", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -208,6 +123,8 @@ def main(argv=None) -> int:
     c = sub.add_parser("claims", help="print claim verdicts")
     c.add_argument("results", nargs="?", default="results")
     c.add_argument("--markdown", action="store_true", help="a Markdown table from RESULTS/claims/*.json")
+    c.add_argument("--nulls-markdown", action="store_true", help="a Markdown table of every pair claim's headline "
+                   "statistic on real pairs and on each null partner kind, from RESULTS/claims/*.json")
     c.add_argument("--update-doc", metavar="FILE", nargs="+", help="rewrite the verdict tables between "
                    "'<!-- verdicts: lmcflow claims --markdown DIR -->' and '<!-- /verdicts -->' in FILE from DIR "
                    "(relative to the current directory)")
@@ -256,10 +173,12 @@ def main(argv=None) -> int:
                       f"group={group_of[(study, pid)]}")
         elif args.cmd == "claims" and args.update_doc:
             for doc in args.update_doc:
-                changed = update_verdict_tables(Path(doc), Path.cwd())
+                changed = update_doc_tables(Path(doc), Path.cwd())
                 print(f"{doc}: {'updated' if changed else 'unchanged'}")
         elif args.cmd == "claims" and args.markdown:
             print(claims_markdown(args.results))
+        elif args.cmd == "claims" and args.nulls_markdown:
+            print(nulls_markdown(args.results))
         elif args.cmd == "claims":
             rows, note = claim_rows(args.results)
             if note:

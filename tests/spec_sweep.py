@@ -3,6 +3,8 @@ benchmarks/bench_spec_sweep.py: every classification builder of torchvision.mode
 a batch of 2 at the smallest input the builder takes; derived and proven, or refused with lmcflow's message."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
 import time
 from pathlib import Path
@@ -26,15 +28,65 @@ def builders() -> list[str]:
     return torchvision.models.list_models(module=torchvision.models)
 
 
+# Random init draws every parameter from torch's generator (twice: the layer's own init, then the builder's), some
+# seconds for the largest builders. Built, they take their values from one fixed pool of random numbers instead, at
+# the distribution's scale: a prime number of values, read on from where the previous tensor stopped, so no two rows
+# of a weight (nor two tensors) hold the same values, and the proof permutes a model as generic as a random init.
+POOL_SIZE = 16_777_259  # a prime just above 2**24
+
+
+@contextlib.contextmanager
+def pooled_init():
+    """``Tensor.uniform_`` and ``Tensor.normal_`` (every ``torch.nn.init`` function draws through them) on float32
+    tensors fill from the pool, starting at its beginning; anything else as torch does it."""
+    gen = torch.Generator().manual_seed(0)
+    pools = {"uniform": torch.rand(POOL_SIZE, generator=gen), "normal": torch.randn(POOL_SIZE, generator=gen)}
+    at = [0]
+    uniform, normal = torch.Tensor.uniform_, torch.Tensor.normal_
+
+    def fill(t: torch.Tensor, pool: torch.Tensor, scale: float, shift: float) -> bool:
+        if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous() or t.requires_grad and \
+                torch.is_grad_enabled():
+            return False
+        flat, done = t.view(-1), 0
+        while done < flat.numel():
+            n = min(flat.numel() - done, POOL_SIZE - at[0])
+            flat[done:done + n].copy_(pool[at[0]:at[0] + n])
+            done, at[0] = done + n, (at[0] + n) % POOL_SIZE
+        flat.mul_(scale).add_(shift)
+        return True
+
+    def pooled_uniform(self, a=0.0, b=1.0, *, generator=None):
+        return self if fill(self, pools["uniform"], b - a, a) else uniform(self, a, b, generator=generator)
+
+    def pooled_normal(self, mean=0.0, std=1.0, *, generator=None):
+        return self if fill(self, pools["normal"], std, mean) else normal(self, mean, std, generator=generator)
+
+    torch.Tensor.uniform_, torch.Tensor.normal_ = pooled_uniform, pooled_normal
+    try:
+        yield
+    finally:
+        torch.Tensor.uniform_, torch.Tensor.normal_ = uniform, normal
+
+
 def build(name: str):
     size, kw = SMALL.get(name, (32, {"image_size": 32} if name.startswith("vit_") else {}))
     torch.manual_seed(0)
-    return torchvision.models.get_model(name, weights=None, num_classes=10, **kw), (3, size, size)
+    with pooled_init():
+        return torchvision.models.get_model(name, weights=None, num_classes=10, **kw), (3, size, size)
 
 
 def sweep_one(name: str) -> dict:
     """{name, status: derived | refused, coverage, residual, groups, seconds, message}; any other exception
-    propagates (a crash is a bug)."""
+    propagates (a crash is a bug). The model is freed before it returns (its traced graph holds it in a reference
+    cycle, which only the garbage collector breaks): the sweep holds one model at a time."""
+    try:
+        return _sweep_one(name)
+    finally:
+        gc.collect()
+
+
+def _sweep_one(name: str) -> dict:
     model, shape = build(name)
     n_params = sum(p.numel() for p in model.parameters())
     t0 = time.perf_counter()

@@ -3,13 +3,14 @@ same-run null controls of the pair claims on the recorded run.
 
 The tables (tests/data/null_tables/, made by tests/data/make_null_tables.py from tests/configs/null_tables*.yaml)
 hold, beside every real pair (a, b), the pairs (a, partner of b) with B untrained (seed 1000 + b), trained on
-shuffled labels (2000 + b) or, in the width study, collapsed (B itself scaled by 0.1, seed 3000 + b), through the
-pipeline's own jobs. "B replaced": a pair claim reads the partner pairs as
-its pairs, and its runs table holds the real models and the partners (the study a user would have run with useless
-models B); a per-model claim (``intrinsic-dimension``, ``identifiability-tradeoff``) reads the partners as its
-models. For each of config/config.yaml's 20 claims and both kinds the test names the criterion that fails, but for
-``intrinsic-dimension``, a property of the data whose null is different in kind (its own test says why), and
-``many-model-ensemble``, which merges N real seeds and reads no pairs (its models pass the endpoint gate first).
+shuffled labels (2000 + b; the coherence study, a regression: shuffled targets) or collapsed (B itself scaled by
+0.1, seed 3000 + b; a W-asymmetric layer's offset F with it: W_eff × 0.1), through the pipeline's own jobs. "B
+replaced": a pair claim reads the partner pairs as its pairs, and its runs table holds the real models and the
+partners (the study a user would have run with useless models B); a per-model claim (``intrinsic-dimension``,
+``identifiability-tradeoff``) reads the partners as its models. For each of config/config.yaml's 20 claims and every
+kind the test names the criterion that fails, but for ``intrinsic-dimension``, a property of the data whose null is
+different in kind (its own test says why), and ``many-model-ensemble``, which merges N real seeds and reads no pairs
+(its models pass the endpoint gate first).
 """
 from pathlib import Path
 
@@ -25,7 +26,8 @@ from lmcflow.tables import read_table
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests/data/null_tables"
-KINDS = ("untrained", "shuffled_labels")  # every recorded study
+BASE_KINDS = ("untrained", "shuffled_labels")  # every recorded study
+KINDS = (*BASE_KINDS, "collapsed")  # every recorded identifiability study: the width study's three kinds
 # the width study's: also "collapsed" where the recorded tables hold it (tests/data/make_null_tables.py)
 WIDTH_KINDS = tuple(sorted(set(read_table(DATA / "width/runs.parquet", "runs").partner) - {"real"},
                            key=["untrained", "shuffled_labels", "collapsed"].index))
@@ -82,7 +84,8 @@ def failing(res: dict) -> list[str]:
 PER_MODEL = {cid for cid, c in REGISTRY.items() if c.unit == "seed"}
 # intrinsic-dimension's null is different in kind: test_intrinsic_dimension_is_not_a_pair_property
 NO_PAIRS = {"many-model-ensemble"}  # N-way merges of real seeds: no model B to replace
-CASES = [(cid, kind) for cid in DEFAULT_CLAIMS if cid not in {"intrinsic-dimension", *NO_PAIRS} for kind in KINDS]
+CASES = [(cid, kind) for cid in DEFAULT_CLAIMS if cid not in {"intrinsic-dimension", *NO_PAIRS}
+         for kind in (BASE_KINDS if DEFAULT_CLAIMS[cid]["study"] == "width" else KINDS)]
 
 
 def test_recorded_tables_hold_real_and_partner_rows_of_every_study():
@@ -97,7 +100,7 @@ def test_recorded_tables_hold_real_and_partner_rows_of_every_study():
             assert seeds == {PARTNER_SEED_OFFSET[kind] + s for s in set(runs[runs.partner == "real"].seed)}
         assert (runs[runs.partner == "untrained"].epochs == 0).all()
         assert (runs[runs.partner == "shuffled_labels"].epochs == runs[runs.partner == "real"].epochs.max()).all()
-    assert set(KINDS) <= set(WIDTH_KINDS)
+    assert set(BASE_KINDS) <= set(WIDTH_KINDS)
     runs = recorded("width")["runs"]
     collapsed = runs[runs.partner == "collapsed"]  # B scaled toward zero: a useless model
     if "collapsed" in WIDTH_KINDS:
@@ -144,6 +147,31 @@ def test_identifiability_pair_claims_fail_their_headline_with_a_useless_partner(
     head = res["criteria"][0] if res["criteria"] else None
     assert head is not None and head["name"] == HEADLINE[cid], (res["reason"], res["criteria"])
     assert head["verdict"] != SUPPORTED, (cid, kind, head["statistic"], head["ci_low"], head["ci_high"])
+
+
+@pytest.mark.parametrize("study", ["sym", "tradeoff", "coh"])
+def test_a_collapsed_identifiability_partner_is_its_model_b_fitting_worse(study):
+    """A collapsed partner is real model b, trained as b is (same epochs), then scaled (W_eff × 0.1, F included):
+    it fits its training data worse than b does, every one of them (the coherence study, a regression, too: B's
+    targets are not its to keep once it is scaled), so its pairs are pairs with a broken B."""
+    runs = recorded(study)["runs"]
+    real = runs[runs.partner == "real"].set_index(["point", "seed"])
+    col = runs[runs.partner == "collapsed"]
+    col = col.assign(point=col.point.str.split(PARTNER_SEP).str[0],
+                     seed=col.seed - PARTNER_SEED_OFFSET["collapsed"]).set_index(["point", "seed"])
+    assert len(col) == len(real) and (col.epochs == real.epochs.loc[col.index]).all()
+    assert (col.train_loss > real.train_loss.loc[col.index]).all()
+
+
+def test_the_identity_objective_of_a_collapsed_layernorm_partner_is_b_s_and_the_control_says_so():
+    """Pearson activation matching is scale-invariant and LayerNorm divides the scale out, so a collapsed B's units
+    are B's units: the identity objective with a collapsed B is within 0.05 of the real pairs' (the headline is
+    not supported with it only as the real one is not). The same-run control is what tells them apart: it does not
+    pass, and the claim cannot be supported on a statistic a collapsed partner reproduces."""
+    res = evaluate("sigma-f-identity", recorded("sym"))
+    rec = {r["kind"]: r for r in res["null_controls"]}["collapsed"]
+    assert abs(rec["real"]["statistic"] - rec["null"]["statistic"]) < 0.05
+    assert rec["verdict"] != SUPPORTED and res["verdict"] != SUPPORTED
 
 
 @pytest.mark.parametrize("cid", list(HEADLINE))

@@ -337,7 +337,7 @@ def test_config_readme_defaults_are_the_schemas():
 def test_every_marked_verdict_table_in_the_docs_is_generated_from_its_run(tmp_path):
     """docs/claims.md's table of the regime run (and any other marked table outside the README) is what
     `lmcflow claims --update-doc` writes: the run's claims_markdown, or the not-yet-run line."""
-    from lmcflow.cli import VERDICT_BLOCK, update_verdict_tables, verdict_table
+    from lmcflow.cli import VERDICT_BLOCK, update_doc_tables, verdict_table
 
     blocks = [(doc, m) for doc in DOCS if doc != README for m in VERDICT_BLOCK.finditer(doc.read_text())]
     assert any(m.group(2) == "evidence/cpu_regime/results" for _, m in blocks)
@@ -347,8 +347,52 @@ def test_every_marked_verdict_table_in_the_docs_is_generated_from_its_run(tmp_pa
     doc = tmp_path / "doc.md"
     doc.write_text("x\n<!-- verdicts: lmcflow claims --markdown evidence/cpu-default/results -->\nSTALE TABLE\n"
                    "<!-- /verdicts -->\n")
-    assert update_verdict_tables(doc, REPO)
+    assert update_doc_tables(doc, REPO)
     assert claims_markdown(EVIDENCE) in doc.read_text() and "STALE TABLE" not in doc.read_text()
+
+
+def test_every_marked_null_partner_table_in_the_docs_is_generated_from_its_run(tmp_path):
+    """docs/claims.md's real-vs-null tables are `lmcflow claims --nulls-markdown` of the run they name, and
+    `--update-doc` rewrites a stale one."""
+    from lmcflow.doc_tables import NULLS_BLOCK, nulls_markdown, nulls_table, update_doc_tables
+
+    blocks = [(doc, m) for doc in DOCS for m in NULLS_BLOCK.finditer(doc.read_text())]
+    assert {m.group(2) for _, m in blocks} >= {"evidence/cpu_regime/results", "evidence/cpu-default/results"}
+    for doc, m in blocks:
+        assert m.group(3) == nulls_table(REPO, m.group(2)), f"{doc}: run `lmcflow claims --update-doc {doc}`"
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- nulls: lmcflow claims --nulls-markdown evidence/cpu-default/results -->\nSTALE\n"
+                   "<!-- /nulls -->\n")
+    assert update_doc_tables(doc, REPO)
+    assert nulls_markdown(EVIDENCE) in doc.read_text() and "STALE" not in doc.read_text()
+
+
+def test_the_null_partner_table_shows_each_kind_against_the_headline_criterion(tmp_path):
+    """One row per claim with null controls: the headline criterion, the real estimate and per kind the null's
+    estimate, the headline criterion's verdict on it (flagged where a useless partner passes) and the control's
+    verdict; a kind the run has no rows for is "not run" with its reason, a kind it did not make "—"."""
+    from lmcflow.doc_tables import nulls_markdown
+
+    head = {"name": "cos_widest", "kind": "part", "side": ">", "threshold": 0.9, "statistic": 0.96, "ci_low": 0.95,
+            "ci_high": 0.97, "verdict": "supported"}
+    est = {"statistic": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+    claim = {"claim_id": "some-claim", "paper": "Ito et al.", "criteria": [head], "null_controls": [
+        {"kind": "untrained", "status": "run", "null": est, "verdict": "supported",
+         "null_verdict_on_criterion": "not_supported"},
+        {"kind": "shuffled_labels", "status": "run", "null": {**est, "statistic": 0.99}, "verdict": "inconclusive",
+         "null_verdict_on_criterion": "supported"},
+        {"kind": "collapsed", "status": "not run", "reason": "no rows at the widest width"}]}
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims/some-claim.json").write_text(json.dumps(claim))
+    (tmp_path / "claims/no-nulls.json").write_text(json.dumps({**claim, "claim_id": "no-nulls", "null_controls": []}))
+    lines = nulls_markdown(tmp_path).splitlines()
+    assert lines[0] == "| claim | headline criterion | real pairs | untrained | shuffled-labels | collapsed |"
+    assert len(lines) == 3, "a claim without null controls has no row"
+    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
+    assert cells[:3] == ["`some-claim`", "`cos_widest` > 0.9", "0.96 [0.95, 0.97] → supported"]
+    assert cells[3] == "0.5 [0.4, 0.6] → not_supported (fails the headline); control: supported"
+    assert cells[4] == "0.99 [0.4, 0.6] → supported (**passes the headline**); control: inconclusive"
+    assert cells[5] == "not run (no rows at the widest width)"
 
 
 # ----------------------------------------------------------------------------------------------- extending

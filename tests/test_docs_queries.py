@@ -37,8 +37,11 @@ def result_blocks() -> list[tuple[str, str, str]]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """The run's results tables (with their null-partner and REPAIR parts), all the docs' blocks read; not its
+    figures, paper table or provenance."""
     wd = tmp_path_factory.mktemp("docs_run")
-    run_snakemake(REPO / "tests/configs/docs_run.yaml", wd)
+    run_snakemake(REPO / "tests/configs/docs_run.yaml", wd,
+                  *(f"results/tables/{kind}.parquet" for kind in ("runs", "interpolation", "barriers")))
     return wd
 
 

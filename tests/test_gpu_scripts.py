@@ -24,8 +24,8 @@ def bench(monkeypatch):
 
 
 def test_gpu_hours_are_the_plans(bench, capsys):
-    """estimate_gpu_hours.py counts the plan's jobs (grid groups and bundles: 43 train jobs, not one per bundle of
-    every point) and sums the plan's estimates: one computation with `lmcflow plan`."""
+    """estimate_gpu_hours.py counts the plan's jobs (grid groups and bundles: 57 train jobs, null partners included,
+    not one per bundle of every point) and sums the plan's estimates: one computation with `lmcflow plan`."""
     import estimate_gpu_hours as est
 
     from lmcflow.plan import load_plan
@@ -37,7 +37,7 @@ def test_gpu_hours_are_the_plans(bench, capsys):
     m = re.search(r"~\s*([\d.]+) GPU-hours estimated .* train jobs (\d+), jobs (\d+)", total)
     assert m, total
     rows = rule_rows(planned_jobs(load_plan(cfg)), None)
-    assert int(m[2]) == next(r["jobs"] for r in rows if r["rule"] == "train") == 43
+    assert int(m[2]) == next(r["jobs"] for r in rows if r["rule"] == "train") == 57
     assert int(m[3]) == sum(r["jobs"] for r in rows)
     assert float(m[1]) == pytest.approx(sum(r["gpu_h_estimated"] for r in rows), abs=0.06)
 

@@ -82,9 +82,24 @@ def ours():
 
 
 def study(points, name):
-    pts = [p for (s, _), p in points.items() if s == name]
+    """The real points of a study (its null partners are our addition: docs/paper-scale.md)."""
+    pts = [p for (s, _), p in points.items() if s == name and p.partner == "real"]
     assert pts, name
     return pts
+
+
+def test_the_pair_claims_studies_train_every_null_partner_kind(ours):
+    """The studies a pair claim reads train the three kinds at the points their `at` names, trained points only."""
+    cfg, points = ours
+    kinds = {"untrained", "shuffled_labels", "collapsed"}
+    for name, at in {"sigma_f_mlp_mnist": 2, "intrinsic_dim": 4, "coherence": 20}.items():
+        partners = [p for (s, _), p in points.items() if s == name and p.partner != "real"]
+        assert {p.partner for p in partners} == kinds, name
+        assert len(partners) == 3 * at and all(p.train["epochs"] > 0 or p.partner == "untrained" for p in partners)
+    from lmcflow.claims import REGISTRY
+
+    pair_claims = {cid for cid, c in REGISTRY.items() if c.unit == "pair" and c.paper.startswith("Bürgin")}
+    assert {cfg["claims"][cid]["study"] for cid in pair_claims} == {"sigma_f_mlp_mnist", "intrinsic_dim", "coherence"}
 
 
 def variants(points, name):

@@ -51,8 +51,10 @@ def test_the_plan_decides_claims_on_the_replicate_and_draws_no_figures_of_it():
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """The run up to what the tests read: the claims (each decided on the study and on its replicate), their table
+    and the runs table; not the figures, the report's front page, the paper's table or the provenance."""
     work = tmp_path_factory.mktemp("replicate")
-    run_snakemake(CONFIG, work)
+    run_snakemake(CONFIG, work, "results/tables/claims.parquet", "results/tables/runs.parquet")
     return work
 
 

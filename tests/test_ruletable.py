@@ -50,3 +50,14 @@ def test_the_compute_rules_have_a_cost_and_nothing_else_has():
 
     assert {n for n, r in RULES.items() if r.cost} == {c.name for c in COMPUTE}
     assert all(RULES[c.name].cost is c for c in COMPUTE)
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_a_compute_rule_asks_for_its_own_request_and_no_other_rule_asks_the_plan(name):
+    """A compute rule's ``resources:`` are ``PLAN.resources("<its name>", key)`` (its row's cost); no other rule
+    names ``PLAN.resources``."""
+    asked = {k: v for k, v in SMK[name].resources.items() if v.startswith("PLAN.resources(")}
+    if RULES[name].cost:
+        assert asked == {k: f'PLAN.resources("{name}", "{k}")' for k in ("mem_mb", "runtime", "gpu")}
+    else:
+        assert not asked

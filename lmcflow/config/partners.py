@@ -5,7 +5,8 @@ kind: the same model and settings, seeds ``PARTNER_SEED_OFFSET[kind] + b`` for e
 ``untrained``: ``train.epochs: 0`` (the seeded initialisation); ``shuffled_labels``: the same bundled training on
 the training labels permuted by a permutation drawn from the partner's own seed (``Dataset.with_shuffled_labels``);
 ``collapsed``: B itself scaled toward zero, the model real seed b gives (its initialisation and data order, the
-same training), every parameter multiplied by ``collapse_scale`` (``collapsed_model_seed``, ``collapse``): the
+same training), every parameter multiplied by ``collapse_scale`` (``training_seed``, ``collapse``; the offset F of a
+W-asymmetric or SyRe layer too, its mask not: W_eff × s): the
 merge θ_A/2 + s·θ_B/2 is "A plus almost nothing", what a shuffled-label partner that weight decay collapsed gives.
 The partner point's pairs are (real a, partner of b): the pairs of the real point with B replaced, so a claim
 compares them pair by pair and the seed-level jackknife drops seed s from both.
@@ -53,17 +54,24 @@ def training_seed(point: Point, seed: int) -> int:
     return real_seed(point.partner, seed) if point.partner == "collapsed" else int(seed)
 
 
+# buffers that are a symmetry-breaking layer's structure, not a magnitude: the 0/1 mask D of W_eff = D⊙W + F and
+# the gate matrix C inside sigmoid(Cx)⊙x (lmcflow.symmetry); a collapse keeps them
+STRUCTURE_BUFFERS = ("mask", "C")
+
+
 def collapse(model, point: Point) -> None:
     """A collapsed partner: every parameter and buffer of the trained ``model`` times ``collapse_scale`` (in place;
-    other kinds unchanged)."""
+    other kinds unchanged), the fixed offset F included, so W_eff = D⊙W + F becomes s·W_eff; the structure buffers
+    (``STRUCTURE_BUFFERS``: the 0/1 mask, the gate matrix) stay, since scaling D would scale W by s² and leave a
+    fractional mask on the merge path. Reason for F: docs/claims.md, "Null partners"."""
     if point.partner != "collapsed":
         return
     import torch  # here, not at the top: lmcflow.config is read at DAG construction, where torch costs seconds
 
     scale = float(null_partner_params(point)["collapse_scale"])
     with torch.no_grad():
-        for t in model.state_dict().values():
-            if t.is_floating_point():
+        for name, t in model.state_dict().items():
+            if t.is_floating_point() and name.rsplit(".", 1)[-1] not in STRUCTURE_BUFFERS:
                 t.mul_(scale)
 
 

@@ -23,6 +23,7 @@ class RuleText:
     script: Path | None = None
     params: dict = field(default_factory=dict)  # param name -> its expression's text
     input: dict = field(default_factory=dict)  # input name ("" unnamed, "*" an unpack) -> its expression's text
+    resources: dict = field(default_factory=dict)  # resource name -> its expression's text
     loop: tuple[str, str] | None = None  # (variable, its value) of the loop that defines the rule
 
     def where(self) -> str:
@@ -89,6 +90,8 @@ def _rule_text(name, smk, line, block, indent, loop=None) -> RuleText:
                 r.name = block[j + 1].strip()
         elif section == "params" and (m := entry_re.match(line_text)):
             r.params[m.group(1)] = m.group(2)
+        elif section == "resources" and (m := entry_re.match(line_text)):
+            r.resources[m.group(1)] = m.group(2)
         elif section == "input" and (m := entry_re.match(line_text)):
             r.input[m.group(1)] = m.group(2)
         elif section == "input" and (m := positional_re.match(line_text)):

@@ -1,7 +1,7 @@
 """Remake tests/data/null_tables/: the tables the 18 claims read, from two small real runs
 (tests/configs/null_tables.yaml: the width study; tests/configs/null_tables_identifiability.yaml: the
-identifiability studies) whose every point has null partners (``analysis.null_partners``: untrained and
-shuffled-label; the width study also collapsed ones), for tests/test_claim_nulls.py.
+identifiability studies) whose every point has null partners (``analysis.null_partners``: untrained,
+shuffled-label and collapsed), for tests/test_claim_nulls.py.
 
     PYTHONPATH=. .venv/bin/python tests/data/make_null_tables.py [--workdir DIR] [--cores N] [--config C ...]
 
