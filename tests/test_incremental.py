@@ -16,14 +16,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
 BASE = {
     "paths": {"results": "results", "work": "work", "logs": "logs"},
     "device": "cpu",
-    "data": {"search_paths": ["/usr/share/datasets/fashion-mnist"], "download": False, "val_size": 1000},
+    "data": {"search_paths": ["/usr/share/datasets/fashion-mnist"], "download": False, "val_size": 1000,
+             "subsets": {"fmnist_small": {"base": "fashion_mnist", "n_train": 2000}}},  # a DAG, not arithmetic
     "defaults": {
         "model": {"base_width": 16},
         "train": {"epochs": 1, "batch_size": 512, "bundle": 3, "lr": 0.05},
         "merge": {"lambdas": 3, "train_eval_size": 1000},
     },
     "studies": {"width": {
-        "dataset": "fashion_mnist",
+        "dataset": "fmnist_small",
         "seeds": [0, 1, 2],
         "merge": {"methods": ["identity", "weight_matching"]},
         "analysis": {"mechanism": {"methods": ["identity"], "samples": 200, "lambdas": [0.25, 0.5]}},
