@@ -61,13 +61,13 @@ def as_point(p) -> Point:
     return p if isinstance(p, Point) else Point.from_dict(p)
 
 
-def load_datasets(data_paths: dict, points: list[Point], dev) -> dict:
+def load_datasets(data: dict, points: list[Point], dev) -> dict:
     """{dataset name: Dataset on ``dev``} for the datasets of ``points``, each loaded once."""
     names = sorted({p.dataset for p in points})
-    missing = [n for n in names if n not in data_paths]
+    missing = [n for n in names if n not in data]
     if missing:
         raise ValueError(f"no prepared data file given for dataset(s) {missing}")
-    return {n: load_dataset(data_paths[n]).to(dev) for n in names}
+    return {n: load_dataset(data[n]).to(dev) for n in names}
 
 
 def device_name(dev: torch.device) -> str:

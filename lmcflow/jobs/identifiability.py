@@ -32,14 +32,14 @@ def run_identifiability_block(point: Point, pairs: list, models: dict, data_path
                               out_matching, out_lmc, device, interpolation)
 
 
-def run_identifiability_group(entries: list[ModelsEntry], pairs: list, data_paths: dict, out_matching: str,
+def run_identifiability_group(entries: list[ModelsEntry], pairs: list, data: dict, out_matching: str,
                               out_lmc: str, device: str = "auto", interpolation: str | None = None) -> None:
     """Rule ``identifiability``: ``identifiability_rows`` of every point of a grid group for one pair block.
     ``entries``: one ``lmcflow.payloads.ModelsEntry`` per point (``PLAN.ident.entries``); ``interpolation``: rule
     interpolate's file of the group and pair block (its identity paths are read, not evaluated again)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
-    datasets = load_datasets(data_paths, points, dev)
+    datasets = load_datasets(data, points, dev)
     # read once for every point
     interp = plain_merges(read_table(interpolation, "interpolation")) if interpolation else None
     matching, lmc = [], []
@@ -139,13 +139,13 @@ def run_swap_costs(point: Point, models: dict, data_path: str, out_summary: str,
                          out_matrix, device)
 
 
-def run_swap_costs_group(entries: list[ModelsEntry], data_paths: dict, out_summary: str, out_matrix: str,
+def run_swap_costs_group(entries: list[ModelsEntry], data: dict, out_summary: str, out_matrix: str,
                          device: str = "auto") -> None:
     """Rule ``swap_costs``: ``swap_cost_rows`` of every point of a grid group for one seed block. ``entries``: one
     ``lmcflow.payloads.ModelsEntry`` per point (``PLAN.ident.swap_entries``)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
-    datasets = load_datasets(data_paths, points, dev)
+    datasets = load_datasets(data, points, dev)
     summary, matrix = [], []
     for point, e in zip(points, entries, strict=True):
         s_, m = swap_cost_rows(point, e["models"], datasets[point.dataset], dev)
@@ -189,7 +189,7 @@ def swap_cost_rows(point: Point, models: dict, data, dev) -> tuple[list[dict], l
     return summary, matrix
 
 
-def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict, out: str) -> None:
+def run_coherence_table(points: list[Point], interp_path: str, data: dict, out: str) -> None:
     """Subspace coherence ν of each point's inputs and the barriers of its interpolation curves.
 
     ν is measured on the principal subspace (``analysis.var_threshold`` of the variance) of the
@@ -204,11 +204,11 @@ def run_coherence_table(points: list[Point], interp_path: str, data_paths: dict,
             continue
         key = (p.dataset, int(a["n_samples"]), float(a["var_threshold"]))
         if key not in geometry:
-            data = load_dataset(data_paths[p.dataset])
-            u, explained = ident.principal_subspace(data.x["train"][: key[1]], key[2])
-            mean = data.y["train"].double().mean()  # the mean predictor: what a fit must beat (its MSE per split)
-            baseline = {s: float(((y.double() - mean) ** 2).mean()) for s, y in data.y.items() if len(y)}
-            geometry[key] = (data.meta, {**ident.coherence_row(u), "explained": explained,
+            dataset = load_dataset(data[p.dataset])
+            u, explained = ident.principal_subspace(dataset.x["train"][: key[1]], key[2])
+            mean = dataset.y["train"].double().mean()  # the mean predictor: what a fit must beat (its MSE per split)
+            baseline = {s: float(((y.double() - mean) ** 2).mean()) for s, y in dataset.y.items() if len(y)}
+            geometry[key] = (dataset.meta, {**ident.coherence_row(u), "explained": explained,
                                          "embedding": str(data.meta.get("embedding", ""))}, baseline)
         meta, geo, baseline = geometry[key]
         base = ident_point_columns(p, meta)

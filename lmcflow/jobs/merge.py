@@ -24,13 +24,13 @@ def run_merge_block(point: Point, pairs: list, methods: list, models: dict, alig
                     {as_point(point).dataset: data_path}, out, device)
 
 
-def run_merge_group(entries: list[MergeEntry], pairs: list, data_paths: dict, out: str, device: str = "auto") -> None:
+def run_merge_group(entries: list[MergeEntry], pairs: list, data: dict, out: str, device: str = "auto") -> None:
     """Rule ``interpolate``: the paths of every point of a grid group (``lmcflow.grouping.grid_groups``) for one
     pair block, in one file. ``entries``: one ``lmcflow.payloads.MergeEntry`` per point (``PLAN.merge.entries``);
-    ``data_paths``: dataset -> prepared file (each dataset loaded once)."""
+    ``data``: dataset -> prepared file (each dataset loaded once)."""
     dev = resolve_device(device)
     points = [as_point(e["point"]) for e in entries]
-    datasets = load_datasets(data_paths, points, dev)
+    datasets = load_datasets(data, points, dev)
     rows = []
     for point, e in zip(points, entries, strict=True):
         rows += merge_rows(point, pairs, e["methods"], e["models"], e.get("alignment") or {}, datasets[point.dataset],

@@ -74,23 +74,23 @@ def run_train(point: Point, seed: int, data_path: str, out_ckpt: str, out_row: s
     return write_model(point, seed, spec, model, data, info, out_ckpt, out_row, dev, run_label(point, seed), t0)
 
 
-def run_train_bundle(members: list[dict], data_paths: dict, device: str = "auto", state_dir: str | None = None,
+def run_train_bundle(members: list[dict], data: dict, device: str = "auto", state_dir: str | None = None,
                      bundle_id: str | None = None) -> list[dict]:
     """Train several models as one bundle (``lmcflow.bundle_training.train_bundle``) and write, for each, exactly
     what ``run_train`` writes for it: its checkpoint, SHA-256 and one-row ``runs`` table.
 
     ``members``: one dict per model, ``{"point": Point (or its dict), "seed": int, "ckpt": checkpoint
     path, "row": run-row path}``; models and train settings must agree (``lmcflow.bundle_training.check_bundle``).
-    ``data_paths``: dataset name -> prepared data file (each loaded once). ``state_dir``: where the
+    ``data``: dataset name -> prepared data file (each loaded once). ``state_dir``: where the
     resumable states go (None: beside each checkpoint, as ``run_train``). ``bundle_id``: the
     ``bundle_id`` column (default ``default_bundle_id``). Returns the run rows of the written models.
     A bundle of one trains exactly as ``run_train``. If members diverge, the healthy ones are written
     (and their final states kept) before ``DivergenceError`` names the diverged points and seeds.
     """
-    return run_train_group([members], data_paths, device, state_dir, [bundle_id])
+    return run_train_group([members], data, device, state_dir, [bundle_id])
 
 
-def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "auto", state_dir: str | None = None,
+def run_train_group(bundles: list[list[dict]], data: dict, device: str = "auto", state_dir: str | None = None,
                     bundle_ids: list | None = None, stack_alone: bool = False) -> list[dict]:
     """Rule ``train``: the bundles of one seed block of a grid group (``lmcflow.grouping.grid_groups``), one after
     the other in this process, each as ``run_train_bundle`` trains it (members as there; every dataset is loaded
@@ -105,7 +105,7 @@ def run_train_group(bundles: list[list[dict]], data_paths: dict, device: str = "
     torch.use_deterministic_algorithms(True, warn_only=True)
     stacks = [[(as_point(m["point"]), int(m["seed"]), str(m["ckpt"]), str(m["row"])) for m in members]
               for members in bundles]
-    datasets = load_datasets(data_paths, [p for entries in stacks for p, *_ in entries], dev)
+    datasets = load_datasets(data, [p for entries in stacks for p, *_ in entries], dev)
     rows, failures = [], []
     for entries, bid in zip(stacks, bundle_ids or [None] * len(stacks), strict=True):
         try:

@@ -210,7 +210,7 @@ class IdentRules:
             for p in self.grid.analysis_points(wc.study, "coherence")
         ]
 
-    def coherence_data_paths(self, wc) -> dict:
+    def coherence_data(self, wc) -> dict:
         points = self.grid.analysis_points(wc.study, "coherence")
         return {p.dataset: self.grid.paths.data_file(p.dataset) for p in points}
 

@@ -189,7 +189,7 @@ def _rows() -> list[Rule]:
         Rule("coherence_table", _studies, _table("coherence"),
              {"interpolation": P_ + 'study_table("{study}", "interpolation")',
               "data": "PLAN.ident.coherence_data_files"},
-             {"points": "PLAN.ident.coherence_points", "data_paths": "PLAN.ident.coherence_data_paths"},
+             {"points": "PLAN.ident.coherence_points", "data": "PLAN.ident.coherence_data"},
              "coherence_table.py", "lmcflow.jobs.identifiability.run_coherence_table", table=("study", "coherence")),
     ]
     rows += [Rule(name, _studies, _figures(names), {k: P_ + f'study_table("{{study}}", "{kind}")'

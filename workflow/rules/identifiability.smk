@@ -64,6 +64,6 @@ rule coherence_table:
         f"{LOGS}/tables/{{study}}/coherence.log",
     params:
         points=PLAN.ident.coherence_points,
-        data_paths=PLAN.ident.coherence_data_paths,
+        data=PLAN.ident.coherence_data,
     script:
         "../scripts/coherence_table.py"
