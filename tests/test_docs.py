@@ -108,6 +108,23 @@ def test_job_counts_in_the_docs_are_what_snakemake_plans():
     assert checked == set(CONFIGS), f"docs give no job count for {set(CONFIGS) - checked}"
 
 
+def test_paper_scale_gpu_hours_are_what_the_plan_estimates():
+    """docs/paper-scale.md's "Expected GPU-hours": each figure is ``lmcflow plan``'s, as it prints it."""
+    from lmcflow.plan import load_plan
+    from lmcflow.plan.summary import _h, planned_jobs, rule_rows
+
+    text = " ".join((REPO / "docs/paper-scale.md").read_text().split())
+    for config, rules in {"config/paper_width.yaml": ("train", "interpolate", "align", "mechanism", "merge_many"),
+                          "config/paper_identifiability.yaml": ("train",)}.items():
+        rows = {r["rule"]: r for r in rule_rows(planned_jobs(load_plan(REPO / config)), None)}
+        total = _h(sum(r["gpu_h_estimated"] for r in rows.values()))
+        requested = _h(sum(r["gpu_h_requested"] for r in rows.values()))
+        parts = ", ".join(f"{name} {_h(rows[rule]['gpu_h_estimated'])}" for rule, name in
+                          zip(rules, ("train", "λ paths", "alignment", "mechanism", "merge_many")))
+        assert f"{total} " in text and f"`{Path(config).name}` ({parts})" in text and requested in text, \
+            f"docs/paper-scale.md: {config} plans {total} GPU-h ({parts}), requested {requested}"
+
+
 def test_claim_counts_in_the_docs_are_the_configs():
     checked = set()
     for doc, line, config, m in _mentions(r"(?<![\w-])(\d+) claims\b"):
