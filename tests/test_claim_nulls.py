@@ -202,7 +202,7 @@ RETIRED = {"active-neuron-overlap"}  # decides nothing (unit identity is arbitra
 # the headline criterion of every width claim (its first): with B a null partner it is not supported itself
 WIDTH_HEADLINE = {"width-merge-accuracy": "gap_widest", "temperature-calibration": "calibrated_gap_widest",
             "weight-matching-no-gain": "gain_widest", "random-permutation": "sensitivity_widest",
-            "weight-decay": "gap_difference", "lewc": "gain_over_shuffled", "weak-additivity": "excess_over_reference",
+            "weight-decay": "gap_difference", "lewc": "gain_over_shuffled", "weak-additivity": "net_excess",
             "reciprocal-orthogonality": "ratio_widest", "low-rank": "fraction_of_random",
             "cross-transformation-cosine": "own_input_cos_widest", "logit-norm-decay": "exponent_error"}
 # where the paper's statement does not make B take part, a partner may meet the headline: low rank is a property of

@@ -313,16 +313,16 @@ def criteria(res: dict) -> dict:
 def test_weak_additivity_fails_on_its_reference_alone_and_on_its_control_alone():
     low = verdict("weak-additivity", weak_additivity(True, cos=(0.90, 0.91, 0.92), shuffled=(0.90, 0.91, 0.92)))
     assert low["verdict"] == "not_supported" and criteria(low) == {
-        "excess_over_reference": "not_supported", "trend": "supported", "shortfall_vs_shuffled": "supported"}
+        "net_excess": "not_supported", "trend": "supported", "shortfall_vs_shuffled": "supported"}
     below_null = verdict("weak-additivity", weak_additivity(True, cos=(0.90, 0.91, 0.92), shuffled=(0.99, 0.99, 0.99),
                                                             reference=(0.85, 0.85, 0.85)))
     assert below_null["verdict"] == "not_supported" and criteria(below_null) == {
-        "excess_over_reference": "supported", "trend": "supported", "shortfall_vs_shuffled": "not_supported"}
+        "net_excess": "supported", "trend": "supported", "shortfall_vs_shuffled": "not_supported"}
     # a B whose pre-activations vanish: ReLU is trivially additive (cosine 1) and so is the reference at that
     # balance: no excess, a high cosine is no evidence then
     trivial = verdict("weak-additivity", weak_additivity(True, cos=(0.995, 0.997, 0.999),
                                                          shuffled=(0.995, 0.997, 0.999), reference=(0.999,) * 3))
-    assert criteria(trivial)["excess_over_reference"] != "supported" and trivial["verdict"] != "supported"
+    assert criteria(trivial)["net_excess"] != "supported" and trivial["verdict"] != "supported"
 
 
 def test_random_permutation_fails_where_the_permutation_still_matters_or_matters_more():

@@ -36,8 +36,9 @@ SOURCES = {
     "min_gain_over_shuffled": ("same-run", "LEWC closes over half of the gap to 1 that the target built from the "
                                            "dominant model's features of other inputs leaves (convention: half)"),
     "min_gap_over_llfc": ("paper", "LEWC, not LLFC, describes the merged features: a gap > 0"),
-    "min_excess_over_reference": ("analytic", "the weak-additivity cosine of independent Gaussian vectors at each "
-                                              "input's own norm balance (weak_additivity_reference): excess > 0"),
+    "min_net_excess": ("analytic", "the weak-additivity cosine of independent Gaussian vectors at each input's own "
+                                   "norm balance (weak_additivity_reference), and its rise over equal norms "
+                                   "(weak_additivity_gaussian): the excess over the first exceeds the second"),
     "max_shortfall_vs_shuffled": ("same-run", "not below the same cosine for unrelated inputs by more than 0.05 "
                                               "(convention)"),
     "max_ratio_widest": ("analytic", "unstructured (full-rank) weights read an independent input of the same norm "

@@ -1,8 +1,8 @@
 """The width paper (Ito et al., ICLR 2026, arXiv 2510.08023): what its claims share.
 
 Its Table 1 (``TABLE1_ROWS``, also ``lmcflow.paper_table1``), the config requirements and table selections
-its claims use, and LEWC's prediction of the logit norm along the path (``lewc_logit_ratio``, also drawn by
-``lmcflow.figures``). The claims themselves: ``width_merging`` (barriers, calibration, alignment, weight
+its claims use, the τ sweep of active-unit overlaps (``tau_sweep``), and LEWC's prediction of the logit norm
+along the path (``lewc_logit_ratio``, also drawn by ``lmcflow.figures``). The claims themselves: ``width_merging`` (barriers, calibration, alignment, weight
 decay) and ``width_mechanism`` (LEWC and the mechanism behind it); what each measures: docs/claims.md.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 
 from lmcflow.claims.core import PaperValue, need, pivot, select
 from lmcflow.claims.regime import Regime, register
-from lmcflow.claims.stats import trend_axis
+from lmcflow.claims.stats import estimate, trend_axis
 from lmcflow.config import ConfigError, mechanism_lambdas, mechanism_methods, same_value
 
 PAPER = "Ito et al., ICLR 2026 (arXiv 2510.08023)"
@@ -205,3 +205,27 @@ def upper_widths(widths: list, from_width: float) -> list:
     """The widths a trend is taken over: those ≥ ``from_width`` (×1), or the two widest where fewer lie there."""
     up = [w for w in widths if w >= from_width - 1e-12]
     return up if len(up) >= 2 else list(widths[-2:])
+
+
+def tau_sweep(df, p: dict, widest: float) -> tuple[dict, dict]:
+    """The overlap's excess over independent placement and the active fraction at the widest width for every τ of
+    the ``active_overlap`` table (reported: the verdict is at the study's stated τ), and their means by width."""
+    if df is None or not len(df):
+        return {}, {}
+    df = select(df, method=p["method"], weight_decay=p["weight_decay"])
+    df = df[df.layer >= int(p["min_layer"])].assign(
+        excess=lambda d: d.active_jaccard - d.active_jaccard_independent,
+        frac_active=lambda d: (d.frac_active_a + d.frac_active_b) / 2)
+    if not len(df) or not np.any(np.isclose(df.width.to_numpy(float), widest)):
+        return {}, {}
+    sample, lab = pivot(df, ["excess", "frac_active", "active_jaccard"], ["active_threshold", "width"])
+    reported, details = {}, {}
+    means = sample.cells()
+    for tau in lab["active_threshold"]:
+        at = lambda column, tau=tau: estimate(lambda m: m[column, tau, widest], sample)
+        reported[f"excess_over_independent_tau_{tau:g}"] = at("excess")
+        reported[f"active_fraction_tau_{tau:g}"] = at("frac_active")
+        details[f"{tau:g}"] = {"widths": lab["width"], "mean_excess_by_width": means.list("excess", tau),
+                               "mean_active_fraction_by_width": means.list("frac_active", tau),
+                               "mean_jaccard_by_width": means.list("active_jaccard", tau)}
+    return reported, details
