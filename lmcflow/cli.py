@@ -9,6 +9,7 @@
                                           # whether it is comparable
     lmcflow claims --markdown [results]   # the verdicts as a Markdown table, from results/claims/*.json
     lmcflow claims --nulls-markdown [results]  # per pair claim: headline statistic, real vs each null partner kind
+    lmcflow claims --training-markdown [results]  # per width and arm: epochs, time, late loss drop, test accuracy
     lmcflow claims --update-doc FILE      # rewrite FILE's marked verdict and null tables from the runs they name
     lmcflow verify [results]              # rehash checkpoints/permutations, check tables and claims
     lmcflow verify evidence/RUN/results --published  # tables and claims of a published run
@@ -40,6 +41,7 @@ from lmcflow.doc_tables import (  # noqa: F401  (the names tests and docs import
     VERDICT_BLOCK,
     claims_markdown,
     nulls_markdown,
+    training_markdown,
     update_doc_tables,
     verdict_table,
 )
@@ -125,6 +127,8 @@ def main(argv=None) -> int:
     c.add_argument("--markdown", action="store_true", help="a Markdown table from RESULTS/claims/*.json")
     c.add_argument("--nulls-markdown", action="store_true", help="a Markdown table of every pair claim's headline "
                    "statistic on real pairs and on each null partner kind, from RESULTS/claims/*.json")
+    c.add_argument("--training-markdown", action="store_true", help="a Markdown table of the run's trained models "
+                   "per study, width, weight decay and partner: epochs, time, late loss drop, test accuracy")
     c.add_argument("--update-doc", metavar="FILE", nargs="+", help="rewrite the verdict tables between "
                    "'<!-- verdicts: lmcflow claims --markdown DIR -->' and '<!-- /verdicts -->' in FILE from DIR "
                    "(relative to the current directory)")
@@ -179,6 +183,8 @@ def main(argv=None) -> int:
             print(claims_markdown(args.results))
         elif args.cmd == "claims" and args.nulls_markdown:
             print(nulls_markdown(args.results))
+        elif args.cmd == "claims" and args.training_markdown:
+            print(training_markdown(args.results))
         elif args.cmd == "claims":
             rows, note = claim_rows(args.results)
             if note:

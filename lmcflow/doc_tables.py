@@ -3,8 +3,10 @@
 ``claims_markdown``: one row per claim (verdict, headline statistic with its interval, the paper's value beside
 ours). ``nulls_markdown``: per pair claim, the headline statistic on real pairs and on each null partner kind
 (``lmcflow.claims.nulls``) with the verdict the headline criterion alone gives each, so a reader sees that a useless
-partner lands on the failing side. A doc marks a table with ``<!-- verdicts: lmcflow claims --markdown DIR -->`` or
-``<!-- nulls: lmcflow claims --nulls-markdown DIR -->`` … ``<!-- /verdicts -->`` / ``<!-- /nulls -->``;
+partner lands on the failing side. ``training_markdown``: per study point kind (width, weight decay, partner) the
+epochs, training time and how far the models are from a plateau, from the run's ``runs`` table. A doc marks a table
+with ``<!-- verdicts: lmcflow claims --markdown DIR -->``, ``<!-- nulls: lmcflow claims --nulls-markdown DIR -->``
+or ``<!-- training: lmcflow claims --training-markdown DIR -->`` … ``<!-- /verdicts -->`` (``/nulls``, ``/training``);
 ``lmcflow claims --update-doc FILE`` rewrites them from DIR, and tests/test_docs.py keeps them equal to it.
 """
 from __future__ import annotations
@@ -124,8 +126,34 @@ def nulls_markdown(results: str | Path) -> str:
     return "\n".join(lines)
 
 
+def training_markdown(results: str | Path, max_late_drop: float = 0.01) -> str:
+    """One row per study, dataset, width, weight decay, σ_F and partner kind of the run's trained models: how many,
+    their epochs, the median training seconds per model (one thread; bundled models share a job), the largest late
+    loss drop (``runs.train_loss_late_drop``) and how many are below ``max_late_drop`` (the convergence gate's
+    convention), and the median test accuracy."""
+    import pandas as pd
+
+    path = results_folder(results) / "tables" / "runs.parquet"
+    if not path.is_file():
+        raise MissingInput(f"{path}: no runs table; a run makes it: `snakemake --cores all`")
+    runs = pd.read_parquet(path)
+    runs = runs[runs.epochs > 0]  # untrained partners: no training to report
+    lines = ["| study | dataset | width | weight decay | σ_F | partner | models | epochs | train s (median) | "
+             f"late drop (max) | below {max_late_drop:g} | test acc (median) |", "|---" * 12 + "|"]
+    keys = ["study", "dataset", "width", "weight_decay", "sigma_f", "partner"]
+    for (study, dataset, width, wd, sigma_f, partner), g in runs.groupby(keys, sort=True, dropna=False):
+        drop = g.train_loss_late_drop
+        cells = [study, dataset, f"{width:g}", f"{wd:g}", "—" if pd.isna(sigma_f) else f"{sigma_f:g}", partner,
+                 len(g), "/".join(str(e) for e in sorted(set(g.epochs))), f"{g.train_seconds.median():.0f}",
+                 f"{drop.max():.4f}", int((drop < max_late_drop).sum()), f"{g.test_acc.median():.3f}"]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 VERDICT_BLOCK = re.compile(r"(<!-- verdicts: lmcflow claims --markdown (\S+) -->\n)(.*?)(\n<!-- /verdicts -->)", re.S)
 NULLS_BLOCK = re.compile(r"(<!-- nulls: lmcflow claims --nulls-markdown (\S+) -->\n)(.*?)(\n<!-- /nulls -->)", re.S)
+TRAINING_BLOCK = re.compile(
+    r"(<!-- training: lmcflow claims --training-markdown (\S+) -->\n)(.*?)(\n<!-- /training -->)", re.S)
 
 
 def verdict_table(repo: Path, results: str) -> str:
@@ -143,7 +171,14 @@ def nulls_table(repo: Path, results: str) -> str:
     return nulls_markdown(repo / results)
 
 
-DOC_BLOCKS = ((VERDICT_BLOCK, verdict_table), (NULLS_BLOCK, nulls_table))
+def training_table(repo: Path, results: str) -> str:
+    """A doc's training table of the run in ``repo / results`` (``training_markdown``), or the not-yet-run line."""
+    if not (repo / results / "tables" / "runs.parquet").is_file():
+        return f"(no training table yet: `{results}` does not exist; it is written by the run named above)"
+    return training_markdown(repo / results)
+
+
+DOC_BLOCKS = ((VERDICT_BLOCK, verdict_table), (NULLS_BLOCK, nulls_table), (TRAINING_BLOCK, training_table))
 
 
 def update_doc_tables(doc: Path, repo: Path) -> bool:
@@ -156,7 +191,7 @@ def update_doc_tables(doc: Path, repo: Path) -> bool:
     if not any(block.search(text) for block, _ in DOC_BLOCKS):
         raise MissingInput(f"{doc}: holds no verdict table to update (a block '<!-- verdicts: lmcflow claims "
                            "--markdown DIR -->' … '<!-- /verdicts -->', or '<!-- nulls: lmcflow claims "
-                           "--nulls-markdown DIR -->' … '<!-- /nulls -->')")
+                           "--nulls-markdown DIR -->' … '<!-- /nulls -->', or its --training-markdown form)")
     new = text
     for block, table in DOC_BLOCKS:
         new = block.sub(lambda m, table=table: m.group(1) + table(repo, m.group(2)) + m.group(4), new)

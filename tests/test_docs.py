@@ -384,6 +384,28 @@ def test_every_marked_null_partner_table_in_the_docs_is_generated_from_its_run(t
     assert nulls_markdown(EVIDENCE) in doc.read_text() and "STALE" not in doc.read_text()
 
 
+def test_every_marked_training_table_in_the_docs_is_generated_from_its_run(tmp_path):
+    """docs/claims.md's table of the regime run's trained models is `lmcflow claims --training-markdown` of it."""
+    import pandas as pd
+
+    from lmcflow.doc_tables import TRAINING_BLOCK, training_markdown, training_table, update_doc_tables
+
+    blocks = [(doc, m) for doc in DOCS for m in TRAINING_BLOCK.finditer(doc.read_text())]
+    assert {m.group(2) for _, m in blocks} >= {"evidence/cpu_regime/results"}
+    for doc, m in blocks:
+        assert m.group(3) == training_table(REPO, m.group(2)), f"{doc}: run `lmcflow claims --update-doc {doc}`"
+    lines = training_markdown(EVIDENCE).splitlines()
+    runs = pd.read_parquet(EVIDENCE / "tables/runs.parquet")
+    trained = runs[runs.epochs > 0]
+    assert len(lines) == 2 + trained.groupby(["study", "dataset", "width", "weight_decay", "sigma_f", "partner"],
+                                             dropna=False).ngroups
+    assert sum(int(line.split("|")[7]) for line in lines[2:]) == len(trained)  # every trained model counted once
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- training: lmcflow claims --training-markdown evidence/cpu-default/results -->\nSTALE\n"
+                   "<!-- /training -->\n")
+    assert update_doc_tables(doc, REPO) and "STALE" not in doc.read_text()
+
+
 def test_the_null_partner_table_shows_each_kind_against_the_headline_criterion(tmp_path):
     """One row per claim with null controls: the headline criterion, the real estimate and per kind the null's
     estimate, the headline criterion's verdict on it (flagged where a useless partner passes) and the control's

@@ -2,8 +2,9 @@
 
 Its Table 1 (``TABLE1_ROWS``, also ``lmcflow.paper_table1``), the config requirements and table selections
 its claims use, the τ sweep of active-unit overlaps (``tau_sweep``), and LEWC's prediction of the logit norm
-along the path (``lewc_logit_ratio``, also drawn by ``lmcflow.figures``). The claims themselves: ``width_merging`` (barriers, calibration, alignment, weight
-decay) and ``width_mechanism`` (LEWC and the mechanism behind it); what each measures: docs/claims.md.
+along the path (``lewc_logit_ratio``, also drawn by ``lmcflow.figures``). The claims themselves:
+``width_merging`` (barriers, calibration, alignment, weight decay) and ``width_mechanism`` (LEWC and the mechanism
+behind it); what each measures: docs/claims.md.
 """
 from __future__ import annotations
 
