@@ -18,9 +18,11 @@ from torchvision.models.vision_transformer import VisionTransformer
 
 from examples.user_model.net import build as user_net
 from examples.user_model.resnets import WidthResNet
-from lmcflow.alignment import PermutationSpec
+from lmcflow.alignment import PermutationSpec, apply_permutation
 from lmcflow.alignment.derive import SpecProofError, derived_spec, example_batch, prove_spec
+from lmcflow.alignment.heads import draw
 from lmcflow.alignment.proof import proof_state
+from lmcflow.alignment.table import inverse, permute_in_place
 from lmcflow.models import ModelSpec, build_model
 from tests.test_attention_heads import SDPANet
 
@@ -199,3 +201,29 @@ def test_an_attention_mask_follows_the_sequence_axes():
     spec = derived_spec(AttnBiasNet(), example_batch((4, 6), 4))
     assert spec.axes["bias"] == (None, None)  # token positions are the model's input axis: kept in order
     assert spec.axes["scale"] == (spec.axes["embed.weight"][0],)
+
+
+def test_the_proof_permutes_its_one_copy_in_place_and_leaves_it_bit_for_bit():
+    """The proof's one float64 copy: its values are float32 numbers (the float32 check's casts are exact), each
+    check permutes it in place as apply_permutation would and undoes that, a failed check (naming its groups) too."""
+    torch.manual_seed(0)
+    model, shape = ARCHS["vit"]()  # heads and a packed q/k/v stack
+    x = example_batch(shape, 4)
+    spec = derived_spec(model, x)
+    state = proof_state(model, x)
+    before = {k: v.clone() for k, v in state.state_dict().items()}
+    floats = [v for v in before.values() if v.is_floating_point()]
+    assert floats and all(v.dtype == torch.float64 and torch.equal(v, v.float().double()) for v in floats)
+    perms = draw(spec, torch.Generator().manual_seed(3))
+    expected = apply_permutation(spec, before, perms)
+    permute_in_place(spec, state, perms)
+    assert any(not torch.equal(before[k], v) for k, v in expected.items())
+    assert all(torch.equal(state.state_dict()[k], v) for k, v in expected.items())
+    permute_in_place(spec, state, inverse(perms))
+    assert all(torch.equal(state.state_dict()[k], v) for k, v in before.items())
+    assert prove_spec(model, spec, x, state=state) < 1e-8
+    _, _, broken = variants(spec, model.state_dict())[0]  # a member dropped
+    with pytest.raises(SpecProofError, match="failing groups"):
+        prove_spec(model, broken, x, state=state)
+    after = state.state_dict()
+    assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())

@@ -10,6 +10,11 @@ proof's batch. The residual is measured against the input-dependent part of the 
 batch) in float64, where a correct spec leaves ~1e-14, and against the outputs' size in float32 (whose rounding
 scales with it); a model whose outputs do not depend on its input cannot be proven.
 
+Memory: the proof holds one float64 copy of the model (8 bytes a parameter) and nothing else of its size. Each
+permutation is applied to the copy in place and undone by its inverse (re-indexing is exact), so no permuted
+state_dict is built; the copy's values are rounded to float32 once, so the float32 check converts the copy to
+float32 and back without losing a bit; only outputs are compared.
+
 Details: docs/internals.md, "`lmcflow.alignment.derive`".
 """
 from __future__ import annotations
@@ -22,9 +27,8 @@ from torch.utils._pytree import tree_leaves
 
 from lmcflow.alignment.graph_axes import UnsupportedGraph
 from lmcflow.alignment.heads import check_structure, complete, draw, ties
-from lmcflow.alignment.table import PermutationSpec, apply_permutation
+from lmcflow.alignment.table import PermutationSpec, inverse, permute_in_place
 from lmcflow.seeding import generator
-from lmcflow.state import like_state
 
 PROOF_RTOL = 1e-3  # float32: max |Δ output| ≤ PROOF_RTOL × max |output|, or 10× float32 rounding (``_check``;
 # norms refilled on a small batch amplify it); float64 decides
@@ -42,18 +46,17 @@ def _outputs(model: nn.Module, x: torch.Tensor) -> list:
     return [t for t in tree_leaves(model(x)) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
-def _unconstant(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """A constant, near-constant or tiny tensor made a varied one of unit scale (module doc): all entries below
-    ``TINY`` (zeros, a 1e-6 layer scale) -> N(0, 0.1²); a nonzero near-constant (unit norm scales) -> each entry
-    times a factor in [0.5, 1.5] (signs, and the positivity of variances, are kept). Others are kept."""
+def _unconstant(t: torch.Tensor, gen: torch.Generator) -> None:
+    """A constant, near-constant or tiny tensor made a varied one of unit scale, in place (module doc): all entries
+    below ``TINY`` (zeros, a 1e-6 layer scale) -> N(0, 0.1²); a nonzero near-constant (unit norm scales) -> each
+    entry times a factor in [0.5, 1.5] (signs, and the positivity of variances, are kept). Others are kept."""
     if not t.is_floating_point() or t.numel() < 2:
-        return t.clone()
+        return
     mag = float(t.abs().max())
     if mag < TINY:
-        return 0.1 * torch.randn(t.shape, generator=gen, dtype=t.dtype)
-    if float(t.max() - t.min()) <= FLAT * mag:
-        return t * (0.5 + torch.rand(t.shape, generator=gen, dtype=t.dtype))
-    return t.clone()
+        t.copy_(0.1 * torch.randn(t.shape, generator=gen, dtype=t.dtype))
+    elif float(t.max() - t.min()) <= FLAT * mag:
+        t.mul_(0.5 + torch.rand(t.shape, generator=gen, dtype=t.dtype))
 
 
 def _refill_norm_statistics(m: nn.Module, x: torch.Tensor) -> None:
@@ -73,9 +76,9 @@ def _refill_norm_statistics(m: nn.Module, x: torch.Tensor) -> None:
         mod.eval()
 
 
-def proof_state(model: nn.Module, x: torch.Tensor, seed: int = 0) -> tuple[nn.Module, dict]:
-    """A float64 eval-mode copy of ``model`` with its constants redrawn and its norm statistics refilled on ``x``,
-    and its state_dict (what ``prove_spec`` permutes)."""
+def proof_state(model: nn.Module, x: torch.Tensor, seed: int = 0) -> nn.Module:
+    """A float64 eval-mode copy of ``model`` with its constants redrawn, its norm statistics refilled on ``x`` and
+    every value rounded to float32 (what ``prove_spec`` permutes in place; module doc)."""
     try:
         m = copy.deepcopy(model).double().eval()
     except RuntimeError as err:  # torch.nn.utils.weight_norm's computed attribute cannot be copied
@@ -83,12 +86,14 @@ def proof_state(model: nn.Module, x: torch.Tensor, seed: int = 0) -> tuple[nn.Mo
                                f"a hook-based weight_norm or spectral_norm: use torch.nn.utils.parametrizations' "
                                f"forms, or remove it") from err
     gen = generator("spec-proof", seed)
-    sd = m.state_dict()
-    m.load_state_dict(like_state(((k, _unconstant(v, gen)) for k, v in sd.items()), sd))
     with torch.no_grad():
+        for t in m.state_dict().values():  # the copy's own tensors, each name in order (as the load did before)
+            _unconstant(t, gen)
         _refill_norm_statistics(m, x.double())
-    sd = m.state_dict()  # its tensors are the model's own: clone them before loading permuted copies
-    return m, like_state(((k, v.clone()) for k, v in sd.items()), sd)
+        for t in m.state_dict().values():  # float32 values: the float32 check's cast and its way back are exact
+            if t.is_floating_point():
+                t.copy_(t.float())
+    return m
 
 
 def _spread(outs: list, n: int) -> float:
@@ -131,30 +136,32 @@ def prove_spec(model: nn.Module, spec: PermutationSpec, x: torch.Tensor, seed: i
     float64 (max |Δ| ≤ ``rtol_fp64`` × spread) and float32 (≤ ``rtol`` × max |output|), on the copy of ``proof_state``
     (module doc). Returns the float64 residual max |Δ| / spread; SpecProofError names the failing groups (one
     more check per group; ``name_groups=False`` skips it). ``state``: ``proof_state(model, x, seed)`` when several
-    specs of one model are checked."""
+    specs of one model are checked (each check leaves it as it found it, a failed one too)."""
     _check_structure(spec)
     if not spec.sizes:
         raise SpecProofError(f"the permutation spec of {spec.arch} has no group: nothing would be aligned")
-    m, sd = state or proof_state(model, x, seed)
+    m = state if state is not None else proof_state(model, x, seed)
     gen = generator("spec-proof-perms", seed)
     perms = draw(spec, gen, phase=0)  # heads: each attention's heads moved, and a random τ within each head
-    residual, exact = _check(m, spec, sd, x, torch.float64, rtol_fp64, perms, name_groups)
-    _check(m, spec, sd, x, torch.float32, rtol, perms, name_groups, exact)
+    residual, exact = _check(m, spec, x, torch.float64, rtol_fp64, perms, name_groups)
     if any(h == 2 for _, h in spec.heads.values()):  # two heads: the ties that kept their heads in place move
-        residual = max(residual, _check(m, spec, sd, x, torch.float64, rtol_fp64, draw(spec, gen, phase=1),
+        residual = max(residual, _check(m, spec, x, torch.float64, rtol_fp64, draw(spec, gen, phase=1),
                                         name_groups)[0])
+    m.float()  # exact: proof_state rounded every value to float32
+    try:
+        _check(m, spec, x, torch.float32, rtol, perms, name_groups, exact)
+    finally:
+        m.double()
     return residual
 
 
-def _check(m: nn.Module, spec: PermutationSpec, sd: dict, x: torch.Tensor, dtype, tol: float, perms: dict,
+def _check(m: nn.Module, spec: PermutationSpec, x: torch.Tensor, dtype, tol: float, perms: dict,
            name_groups: bool, exact: list | None = None) -> tuple[float, list]:
-    """(max |Δ| / scale, the unpermuted outputs); float32 is allowed ``tol`` or 10× its own rounding error on the
-    unpermuted model (``exact``: the float64 outputs), whichever is larger: a permutation that is a symmetry only
-    reorders sums, so it cannot move a float32 output by more than rounding does."""
-    m.to(dtype)
+    """(max |Δ| / scale, the unpermuted outputs) of ``m`` (already in ``dtype``); float32 is allowed ``tol`` or 10×
+    its own rounding error on the unpermuted model (``exact``: the float64 outputs), whichever is larger: a
+    permutation that is a symmetry only reorders sums, so it cannot move a float32 output by more than rounding
+    does."""
     x = x.to(dtype)
-    base = like_state(((k, v.to(dtype) if v.is_floating_point() else v) for k, v in sd.items()), sd)
-    m.load_state_dict(base)
     ref = _outputs(m, x)
     size = max((float(y.abs().max()) for y in ref), default=0.0)
     scale = _spread(ref, x.shape[0])
@@ -167,8 +174,11 @@ def _check(m: nn.Module, spec: PermutationSpec, sd: dict, x: torch.Tensor, dtype
             tol = max(tol, 10 * _delta(ref, exact) / scale)
 
     def delta(p: dict) -> float:
-        m.load_state_dict(apply_permutation(spec, base, p))
-        return _delta(_outputs(m, x), ref) / scale
+        permute_in_place(spec, m, p)
+        try:
+            return _delta(_outputs(m, x), ref) / scale
+        finally:
+            permute_in_place(spec, m, inverse(p))
 
     worst = delta(perms)
     if worst <= tol:

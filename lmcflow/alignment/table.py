@@ -82,6 +82,34 @@ def apply_permutation(spec: PermutationSpec, state_dict: dict, perms: dict) -> d
     return like_state(out, state_dict)
 
 
+def permute_in_place(spec: PermutationSpec, module, perms: dict) -> None:
+    """Re-index ``module``'s own parameters and buffers as ``apply_permutation`` re-indexes its state_dict, in place
+    and without a copy of the model (one tensor's copy at a time; a tensor registered under several names is
+    re-indexed once). ``inverse(perms)`` undoes it exactly (re-indexing moves values without arithmetic)."""
+    sd = module.state_dict(keep_vars=True)
+    if sd.keys() != spec.axes.keys():
+        a, b = set(sd), set(spec.axes)
+        raise ValueError(f"the module and the spec disagree: not in spec {sorted(a - b)[:5]}, "
+                         f"missing from the module {sorted(b - a)[:5]}")
+    _check_perms(spec, perms)
+    done = set()
+    with torch.no_grad():
+        for key, t in sd.items():
+            if id(t) in done or all(g is None for g in spec.axes[key]):
+                continue
+            done.add(id(t))
+            new = t
+            for axis, g in enumerate(spec.axes[key]):
+                if g is not None:
+                    new = new.index_select(axis, perms[g].to(t.device))
+            t.copy_(new)
+
+
+def inverse(perms: dict) -> dict:
+    """{group: the inverse permutation}."""
+    return {g: torch.argsort(p) for g, p in perms.items()}
+
+
 def permute_except(t: torch.Tensor, ax: tuple, perms: dict, skip: int) -> torch.Tensor:
     for axis, g in enumerate(ax):
         if g is not None and axis != skip:
