@@ -3,14 +3,18 @@ its coverage (permuted hidden axes, ``lmcflow.alignment.coverage``), the proof's
 to derive and prove (random init, num_classes 10, a batch of 2 at the smallest input each builder takes; one
 thread).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_spec_sweep.py [--write-doc] [names...]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_spec_sweep.py [--write-doc] [--cpu-seconds] [names...]
 
-``--write-doc`` writes the table into docs/spec-sweep.md between its markers. tests/test_spec_sweep.py runs the
-same ``sweep_one`` (tests/spec_sweep.py) on every builder, the heavy ones under the ``slow`` marker.
+``--write-doc`` writes the table into docs/spec-sweep.md between its markers; with names, only their rows are
+replaced (the other builders keep the rows the doc has). ``--cpu-seconds``: the rows give the process's CPU
+seconds, marked "CPU", instead of wall seconds (a sweep that shares the machine with higher-priority work).
+tests/test_spec_sweep.py runs the same ``sweep_one`` (tests/spec_sweep.py) on every builder, the heavy ones under
+the ``slow`` marker.
 """
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 from pathlib import Path
 
@@ -20,11 +24,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.spec_sweep
 
 from tests.spec_sweep import DOC, builders, sweep_one, table  # noqa: E402
 
+BEGIN, END = "<!-- spec-sweep:begin -->", "<!-- spec-sweep:end -->"
+
+
+def merged(text: str, doc: str, ran: set) -> str:
+    """``text`` (``table``'s) with each builder not in ``ran`` given its row from ``doc``, where it has one."""
+    old = {}
+    for line in doc.split(BEGIN)[1].split(END)[0].splitlines():
+        if line.startswith("| `"):
+            old[line.split("`")[1]] = line
+    return "\n".join(old.get(line.split("`")[1], line) if line.startswith("| `") and line.split("`")[1] not in ran
+                     else line for line in text.splitlines())
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="*")
     ap.add_argument("--write-doc", action="store_true")
+    ap.add_argument("--cpu-seconds", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
     rows = []
@@ -33,16 +50,19 @@ def main() -> None:
             rows.append(sweep_one(name))
         except Exception as err:  # a crash is a bug: reported here, failed by tests/test_spec_sweep.py
             rows.append({"name": name, "status": "CRASH", "coverage": None, "residual": None, "groups": 0,
-                         "seconds": 0.0, "message": f"{type(err).__name__}: {err}", "params": 0, "input": (0, 0)})
+                         "seconds": 0.0, "cpu_seconds": 0.0, "message": f"{type(err).__name__}: {err}", "params": 0,
+                         "input": (0, 0)})
         r = rows[-1]
-        print(f"{name}: {r['status']} {r['seconds']:.2f}s", flush=True)
-    text = table(rows)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux; the process's peak so far
+        print(f"{name}: {r['status']} {r['seconds']:.2f}s ({r['cpu_seconds']:.2f} CPU-s), peak RSS so far "
+              f"{peak:.2f} GiB", flush=True)
+    text = table(rows, args.cpu_seconds)
     print(text)
     if args.write_doc:
         doc = DOC.read_text()
-        begin, end = "<!-- spec-sweep:begin -->", "<!-- spec-sweep:end -->"
-        head, rest = doc.split(begin)
-        DOC.write_text(f"{head}{begin}\n{text}\n{end}{rest.split(end)[1]}")
+        text = merged(text, doc, {r["name"] for r in rows})
+        head, rest = doc.split(BEGIN)
+        DOC.write_text(f"{head}{BEGIN}\n{text}\n{END}{rest.split(END)[1]}")
 
 
 if __name__ == "__main__":

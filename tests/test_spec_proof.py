@@ -227,3 +227,19 @@ def test_the_proof_permutes_its_one_copy_in_place_and_leaves_it_bit_for_bit():
         prove_spec(model, broken, x, state=state)
     after = state.state_dict()
     assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
+
+
+def test_a_failed_allocation_in_the_proof_is_not_reported_as_the_models_fault(monkeypatch):
+    """Only deepcopy's own refusal (hook-based weight_norm) is a refusal of the model; running out of memory while
+    copying it propagates as it is."""
+    import lmcflow.alignment.proof as proof
+
+    def no_memory(_model):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+
+    model, shape = ARCHS["mlp"]()
+    x = example_batch(shape, 2)
+    monkeypatch.setattr(proof.copy, "deepcopy", no_memory)
+    with pytest.raises(RuntimeError, match="can't allocate memory") as err:
+        proof_state(model, x)
+    assert not isinstance(err.value, ValueError)

@@ -82,6 +82,8 @@ def proof_state(model: nn.Module, x: torch.Tensor, seed: int = 0) -> nn.Module:
     try:
         m = copy.deepcopy(model).double().eval()
     except RuntimeError as err:  # torch.nn.utils.weight_norm's computed attribute cannot be copied
+        if "deepcopy protocol" not in str(err):  # anything else (memory) is not the model's fault
+            raise
         raise UnsupportedGraph(f"cannot copy {type(model).__name__} for the proof ({str(err).splitlines()[0]}); "
                                f"a hook-based weight_norm or spectral_norm: use torch.nn.utils.parametrizations' "
                                f"forms, or remove it") from err
