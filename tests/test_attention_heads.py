@@ -4,7 +4,9 @@ one for v and ``out_proj``, and a stacked group for the packed rows; random perm
 within each head leave the float64 outputs unchanged (the proof), a permutation that breaks a head block is
 rejected, and weight matching, activation matching and random permutation keep heads whole. A model's own
 attention written with ``view``/``transpose`` and ``F.scaled_dot_product_attention`` gets the same head groups
-(graph_axes.resolve_splits), unless something shared across heads (a per-head-dim scale) forbids them."""
+(graph_axes.resolve_splits), unless something shared across heads (a per-head-dim scale) forbids them. timm's
+packed form (``qkv(x).reshape(B, N, 3, H, d).permute(2, 0, 3, 1, 4)``, then ``unbind(0)`` or indexing) is derived
+with the attention's q/k/v rows and output projection's columns kept in order, the reshape named as the reason."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -183,3 +185,36 @@ def test_a_scale_shared_across_heads_keeps_the_heads_in_order():
     spec = derived_spec(model, example_batch((4, 5), 4))
     assert not spec.heads and spec.axes["q.weight"][0] is None
     assert "merges or splits" in spec.fixed["q.weight:0"]
+
+
+class TimmNet(nn.Module):
+    """timm's ``Attention``: one packed q/k/v projection split with ``reshape(B, N, 3, H, d).permute(2, 0, 3, 1, 4)``
+    and taken apart with ``unbind(0)`` (current timm) or indexing (older timm), SDPA, then ``proj``; an MLP."""
+
+    def __init__(self, dim=12, heads=3, unbind=True):
+        super().__init__()
+        self.heads, self.unbind = heads, unbind
+        self.embed, self.norm = nn.Linear(5, dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.head = nn.Linear(dim, 3)
+
+    def forward(self, x):
+        h = self.embed(x)
+        b, n, c = h.shape
+        qkv = self.qkv(self.norm(h)).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0) if self.unbind else (qkv[0], qkv[1], qkv[2])
+        h = h + self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, c))
+        h = h + self.mlp(h)
+        return self.head(h.mean(1))
+
+
+@pytest.mark.parametrize("unbind", [True, False])
+def test_timm_packed_attention_is_derived_with_its_heads_kept_in_order(unbind):
+    torch.manual_seed(0)
+    spec = derived_spec(TimmNet(unbind=unbind), example_batch((4, 5), 4))
+    assert spec.proof_residual < 1e-8 and not spec.heads and not spec.stacks
+    assert set(spec.groups) == {"embed", "mlp.0"}  # the residual stream and the MLP's hidden units
+    for key in ("qkv.weight:0", "qkv.bias:0", "proj.weight:1"):
+        assert "reshape" in spec.fixed[key] and "merges or splits" in spec.fixed[key], key
+    assert spec.axes["qkv.weight"] == (None, "embed") and spec.axes["proj.weight"] == ("embed", None)

@@ -24,7 +24,7 @@ from lmcflow.alignment.heads import draw
 from lmcflow.alignment.proof import proof_state
 from lmcflow.alignment.table import inverse, permute_in_place
 from lmcflow.models import ModelSpec, build_model
-from tests.test_attention_heads import SDPANet
+from tests.test_attention_heads import SDPANet, TimmNet
 
 
 class AttnBiasNet(nn.Module):
@@ -86,6 +86,7 @@ ARCHS = {  # small builds of each family keep the many proofs cheap
     "attn_bias_sdpa": lambda: (AttnBiasNet(functional=True), (4, 6)),
     "mha_separate_qkv": lambda: (SeparateQKV(), (4, 6)),
     "sdpa_heads": lambda: (SDPANet(), (4, 5)),
+    "timm_qkv_unbind": lambda: (TimmNet(), (4, 5)),
     "mnasnet": lambda: (tvm.MNASNet(0.25, num_classes=5), (3, 32, 32)),
 }
 

@@ -195,6 +195,18 @@ def _shape_op(r: _Rules, node, x, op: str) -> bool:
     return True
 
 
+def _unbind(r: _Rules, node, x) -> None:
+    """``unbind(dim)``: output i is ``x`` at position i of ``dim``, so the other axes pass through to every output
+    and ``dim`` is fixed (its positions are picked, as an integer index picks one; timm's ``q, k, v =
+    qkv.unbind(0)``)."""
+    s_in = _shape(x)
+    dim = _arg(node, 1, "dim", 0) % len(s_in)
+    r.uf.fix(r.nax(x, dim), f"{node.name}: unbind picks positions")
+    for i in range(s_in[dim]):
+        for d_out, d in enumerate(d for d in range(len(s_in)) if d != dim):
+            r.join(r.nax(x, d), r.uf.add(("n", f"{node.name}#{i}", d_out), s_in[d]), node)
+
+
 def _function_rule(r: _Rules, node) -> None:
     f = node.target
     args = r.tensor_args(node)
@@ -218,6 +230,8 @@ def _function_rule(r: _Rules, node) -> None:
         _shape_op(r, node, args[0], _name(node))
     elif f in (torch.cat, torch.concat, torch.stack):
         _cat(r, node, f is torch.stack)
+    elif f is torch.unbind:
+        _unbind(r, node, args[0])
     elif f in (torch.mean, torch.sum, torch.amax):
         _reduce(r, node, args[0])
     elif f in (F.softmax, torch.softmax, F.log_softmax):
@@ -324,6 +338,8 @@ def _method_rule(r: _Rules, node) -> None:
         r.elementwise(node)
     elif op in ("matmul", "bmm"):
         _matmul(r, node, *args[:2])
+    elif op == "unbind":
+        _unbind(r, node, x)
     elif op == "movedim":
         n = len(_shape(x))
         src, dst = _arg(node, 1, "source") % n, _arg(node, 2, "destination") % n
