@@ -131,7 +131,7 @@ def training_markdown(results: str | Path, max_late_drop: float = 0.01) -> str:
     their epochs, the median training seconds per model (one thread; bundled models share a job), the largest late
     loss drop (``runs.train_loss_late_drop``) and how many are below ``max_late_drop`` (the convergence gate's
     convention), and the median test accuracy."""
-    import pandas as pd
+    import pandas as pd  # here, not at the top: the claim tables and the CLI import this module without needing it
 
     path = results_folder(results) / "tables" / "runs.parquet"
     if not path.is_file():
