@@ -116,7 +116,10 @@ def nulls_markdown(results: str | Path) -> str:
     lines = ["| claim | headline criterion | real pairs | " + " | ".join(k.replace("_", "-") for k in PARTNER_KINDS)
              + " |", "|---|---|---|" + "---|" * len(PARTNER_KINDS)]
     for r in sorted(rows, key=lambda r: (r["paper"], r["claim_id"])):
-        head = next((c for c in r["criteria"] if c.get("kind") != "control"), r["criteria"][0])
+        # the criterion the null records were computed on (a claim's headline may be a control, as LEWC's is)
+        named = {rec.get("statistic_name") for rec in r["null_controls"]} - {None}
+        head = next((c for c in r["criteria"] if c["name"] in named),
+                    next((c for c in r["criteria"] if c.get("kind") != "control"), r["criteria"][0]))
         by_kind = {rec["kind"]: rec for rec in r["null_controls"]}
         side = {">": ">", "<": "<", "within": "within ±"}.get(head["side"], head["side"])
         crit = f"`{head['name']}` {side} {head['threshold']:.3g}"
