@@ -116,7 +116,10 @@ def nulls_markdown(results: str | Path) -> str:
     lines = ["| claim | headline criterion | real pairs | " + " | ".join(k.replace("_", "-") for k in PARTNER_KINDS)
              + " |", "|---|---|---|" + "---|" * len(PARTNER_KINDS)]
     for r in sorted(rows, key=lambda r: (r["paper"], r["claim_id"])):
-        head = next((c for c in r["criteria"] if c.get("kind") != "control"), r["criteria"][0])
+        # the criterion the null records were computed on (a claim's headline may be a control, as LEWC's is)
+        named = {rec.get("statistic_name") for rec in r["null_controls"]} - {None}
+        head = next((c for c in r["criteria"] if c["name"] in named),
+                    next((c for c in r["criteria"] if c.get("kind") != "control"), r["criteria"][0]))
         by_kind = {rec["kind"]: rec for rec in r["null_controls"]}
         side = {">": ">", "<": "<", "within": "within ±"}.get(head["side"], head["side"])
         crit = f"`{head['name']}` {side} {head['threshold']:.3g}"
@@ -131,7 +134,7 @@ def training_markdown(results: str | Path, max_late_drop: float = 0.01) -> str:
     their epochs, the median training seconds per model (one thread; bundled models share a job), the largest late
     loss drop (``runs.train_loss_late_drop``) and how many are below ``max_late_drop`` (the convergence gate's
     convention), and the median test accuracy."""
-    import pandas as pd
+    import pandas as pd  # here, not at the top: the claim tables and the CLI import this module without needing it
 
     path = results_folder(results) / "tables" / "runs.parquet"
     if not path.is_file():

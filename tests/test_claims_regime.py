@@ -73,6 +73,16 @@ def test_a_barrier_that_does_not_decay_predicts_no_crossing():
     assert result["verdict"] == "not_supported"
 
 
+def test_a_nearly_flat_decay_predicts_no_crossing_instead_of_overflowing():
+    """A useless partner's barrier barely falls with width: the fitted crossing lies at 2 ** 10⁴ units and more,
+    beyond a float, for some leave-one-seed-out fits; the claim still decides, with no crossing width given."""
+    result = evaluate_claim("width-merge-accuracy", {"study": "s"}, barrier_tables(-0.0005, c=0.3, seed_sd=0.02),
+                            scale(GRID))
+    crossing = result["details"]["crossing"]
+    assert crossing["log2_width"]["statistic"] > 1000 and crossing["width"] is None and crossing["width_ci"] is None
+    assert result["verdict"] == "not_supported"
+
+
 def test_below_the_regime_a_not_supported_verdict_is_qualified_and_shown_so(tmp_path):
     result = evaluate_claim("width-merge-accuracy", {"study": "s"}, barrier_tables(-0.4), scale(GRID))
     assert result["verdict"] == "not_supported"  # 3% at the narrowest, ~1.1× lower at ×1: above 2%

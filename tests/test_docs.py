@@ -424,10 +424,16 @@ def test_the_null_partner_table_shows_each_kind_against_the_headline_criterion(t
     (tmp_path / "claims").mkdir()
     (tmp_path / "claims/some-claim.json").write_text(json.dumps(claim))
     (tmp_path / "claims/no-nulls.json").write_text(json.dumps({**claim, "claim_id": "no-nulls", "null_controls": []}))
+    # a headline that is a control criterion (LEWC's): the row shows the criterion the null records name
+    gain = {**head, "name": "gain_over_shuffled", "kind": "control", "statistic": 0.99}
+    (tmp_path / "claims/control-head.json").write_text(json.dumps({
+        **claim, "claim_id": "control-head", "criteria": [gain, head],
+        "null_controls": [{**rec, "statistic_name": "gain_over_shuffled"} for rec in claim["null_controls"]]}))
     lines = nulls_markdown(tmp_path).splitlines()
     assert lines[0] == "| claim | headline criterion | real pairs | untrained | shuffled-labels | collapsed |"
-    assert len(lines) == 3, "a claim without null controls has no row"
-    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
+    assert len(lines) == 4, "a claim without null controls has no row"
+    assert lines[2].startswith("| `control-head` | `gain_over_shuffled` > 0.9 | 0.99 [0.95, 0.97]")
+    cells = [c.strip() for c in lines[3].split("|")[1:-1]]
     assert cells[:3] == ["`some-claim`", "`cos_widest` > 0.9", "0.96 [0.95, 0.97] → supported"]
     assert cells[3] == "0.5 [0.4, 0.6] → not_supported (fails the headline); control: supported"
     assert cells[4] == "0.99 [0.4, 0.6] → supported (**passes the headline**); control: inconclusive"

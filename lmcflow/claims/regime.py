@@ -86,38 +86,54 @@ def decay_fit(widths, barriers) -> tuple[float, float]:
     return float(y.mean() - beta * x.mean()), float(beta)
 
 
-def crossing_width(widths, barriers, threshold: float) -> float:
-    """The width at which the fitted decay meets ``threshold``: exp((ln threshold − a) / β); NaN unless the fit
-    decays (β < 0). Below the grid's narrowest width when the barrier is already under the threshold there."""
+def log2_crossing_width(widths, barriers, threshold: float) -> float:
+    """log2 of the width at which the fitted decay meets ``threshold``: (ln threshold − a) / (β ln 2), on the log
+    scale so that a nearly flat fit's astronomically wide crossing stays a number; NaN unless the fit decays (β < 0)."""
     a, beta = decay_fit(widths, barriers)
     if not (math.isfinite(beta) and beta < 0) or threshold <= 0:
         return math.nan
-    return math.exp((math.log(threshold) - a) / beta)
+    return (math.log(threshold) - a) / (beta * math.log(2))
+
+
+def crossing_width(widths, barriers, threshold: float) -> float:
+    """The width at which the fitted decay meets ``threshold``: exp((ln threshold − a) / β); NaN unless the fit
+    decays (β < 0), inf beyond a float. Below the grid's narrowest width when the barrier is already under the
+    threshold there."""
+    log2w = log2_crossing_width(widths, barriers, threshold)
+    return 2.0 ** log2w if not math.isfinite(log2w) or log2w < 1000 else math.inf
+
+
+def _width_of(log2w: stats.Estimate) -> tuple[float | None, list | None]:
+    """2 ** the log2 crossing width and its interval; None where the value (or a bound) is not finite or beyond what
+    a float holds (a nearly flat fit of a useless partner puts the crossing at 2 ** 10⁴ units and more)."""
+    def pow2(v):
+        return 2.0 ** v if math.isfinite(v) and v < 1000 else None
+
+    width = pow2(log2w.value)
+    ci = [pow2(log2w.ci_low), pow2(log2w.ci_high)] if log2w.has_ci() else None
+    return width, (ci if ci and None not in ci else None)
 
 
 def predicted_crossing(sample: stats.Sample, barriers, widths, threshold: float, criterion: str) -> dict:
     """The claim details' ``crossing``: ``barriers(means) -> per-width mean barriers`` of ``sample`` fitted by
     ``DECAY_MODEL``; the exponent β and the crossing width with delete-one-seed jackknife intervals (the width's
     on the log2 scale, where the jackknife's symmetric interval fits a ratio). No interval when a leave-one-seed-out
-    fit does not decay."""
+    fit does not decay or puts a bound beyond 2 ** 1000."""
     widths = [float(w) for w in widths]
     exponent = stats.estimate(lambda m: decay_fit(widths, barriers(m))[1], sample)
-    log2w = stats.estimate(lambda m: math.log2(crossing_width(widths, barriers(m), threshold))
-                           if math.isfinite(crossing_width(widths, barriers(m), threshold)) else math.nan, sample)
-    width = 2.0 ** log2w.value if math.isfinite(log2w.value) else None
-    ci = [2.0 ** log2w.ci_low, 2.0 ** log2w.ci_high] if log2w.has_ci() else None
+    log2w = stats.estimate(lambda m: log2_crossing_width(widths, barriers(m), threshold), sample)
+    width, ci = _width_of(log2w)
     means = np.asarray(barriers(sample.cells()), dtype=float)
     comparison = compare_decay_models(widths, means, threshold)
     floor = stats.estimate(lambda m: floor_fit(widths, barriers(m))[0], sample) if len(widths) >= 4 else None
     if comparison.get("chosen") == "floor":  # the prediction under the chosen model, its interval on log2
 
         def log2_cross(m):
-            c = compare_decay_models(widths, np.asarray(barriers(m), dtype=float), threshold)["crossing_width"]
-            return math.log2(c) if c else math.nan
+            c = compare_decay_models(widths, np.asarray(barriers(m), dtype=float), threshold)
+            return c.get("log2_crossing_width") if c.get("log2_crossing_width") is not None else math.nan
 
         log2w = stats.estimate(log2_cross, sample)
-        width = 2.0 ** log2w.value if math.isfinite(log2w.value) else None
-        ci = [2.0 ** log2w.ci_low, 2.0 ** log2w.ci_high] if log2w.has_ci() else None
+        width, ci = _width_of(log2w)
     return {"model": DECAY_MODEL, "criterion": criterion, "threshold": float(threshold), "widths": widths,
             "exponent": exponent.as_dict(), "log2_width": log2w.as_dict(), "width": width, "width_ci": ci,
             "beyond_grid": None if width is None else width > max(widths),
@@ -193,14 +209,14 @@ def compare_decay_models(widths, barriers, threshold: float) -> dict:
     n = len(w)
     aic_p, aic_f = aicc(float(res @ res), n, 2), aicc(frss, n, 3)
     chosen = "floor" if math.isfinite(aic_f) and math.isfinite(aic_p) and aic_f < aic_p and n >= 5 else "power_law"
-    if chosen == "floor":
-        crossing = (math.exp((math.log(threshold - c) - fa) / fbeta) if threshold > c and fbeta < 0 else None)
+    if chosen == "floor":  # on log2, as log2_crossing_width
+        log2c = (math.log(threshold - c) - fa) / (fbeta * math.log(2)) if threshold > c and fbeta < 0 else math.nan
     else:
-        crossing = crossing_width(w, b, threshold)
-        crossing = crossing if math.isfinite(crossing) else None
+        log2c = log2_crossing_width(w, b, threshold)
+    crossing = 2.0 ** log2c if math.isfinite(log2c) and log2c < 1000 else None
     out.update({"chosen": chosen, "aicc": {"power_law": aic_p, "floor": aic_f},
                 "power_law": {"a": a, "exponent": beta, "residuals": res.tolist(), "sign_runs": runs},
                 "floor": {"c": c, "a": fa, "exponent": fbeta, "rss": frss},
                 "floor_below_threshold": None if not math.isfinite(c) else bool(c < threshold),
-                "crossing_width": crossing})
+                "crossing_width": crossing, "log2_crossing_width": log2c if math.isfinite(log2c) else None})
     return out

@@ -209,7 +209,7 @@ def run_coherence_table(points: list[Point], interp_path: str, data: dict, out: 
             mean = dataset.y["train"].double().mean()  # the mean predictor: what a fit must beat (its MSE per split)
             baseline = {s: float(((y.double() - mean) ** 2).mean()) for s, y in dataset.y.items() if len(y)}
             geometry[key] = (dataset.meta, {**ident.coherence_row(u), "explained": explained,
-                                         "embedding": str(data.meta.get("embedding", ""))}, baseline)
+                                         "embedding": str(dataset.meta.get("embedding", ""))}, baseline)
         meta, geo, baseline = geometry[key]
         base = ident_point_columns(p, meta)
         curves = interp[(interp.study == p.study) & (interp.point == p.point)]
