@@ -11,8 +11,8 @@ criterion's threshold: at least that share of the real pairs' margin is somethin
 The width claims' headline statistics are chosen so that a useless partner lands on their failing side (a merge
 that is "A plus nothing" is not the paper's merge: docs/claims.md), so a real pair passes this control by being
 better than the null, never merely different from it. A claim with a ``reference_partner`` (the width mechanism
-claims: ``lmcflow.claims.reference``) reads that kind's tables beside every evaluation, the real one and each kind's. Why and how it enters the verdict: docs/claims.md ("Null
-partners").
+claims: ``lmcflow.claims.reference``) reads that kind's tables beside every evaluation, the real one and each
+kind's. Why and how it enters the verdict: docs/claims.md ("Null partners").
 """
 from __future__ import annotations
 

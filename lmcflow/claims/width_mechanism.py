@@ -66,9 +66,9 @@ def lewc(t: dict, p: dict, ref: dict) -> Outcome:
     x_up, _ = trend_axis(up)
     at_widest, random_features = widest_samples(t, ref, rows, columns, cells, widest, sample.seeds)
     criteria = [
-        Criterion("gain_over_random_features", "gain_over_shuffled (below) on the real pairs minus the same gain on "
-                                               "pairs (A, untrained B of the same width) of the same run, paired by "
-                                               f"seed, widest width {widest:g}",
+        Criterion("gain_over_random_features", "B's part of the merged features (gain_over_shuffled, worst interior "
+                                               "λ) on the real pairs minus the same on pairs (A, untrained B) of the "
+                                               f"same run, paired by seed, at the widest width {widest:g}",
                   over_reference(gain, at_widest, random_features), ">", p["min_gain_over_random_features"],
                   source("min_gain_over_random_features"), kind="control", control=REFERENCE_CONTROL),
         Criterion("gain_over_shuffled", "B's part of the merged features, worst interior λ at the widest width "
@@ -129,9 +129,9 @@ def weak_additivity(t: dict, p: dict, ref: dict) -> Outcome:
     x_up, _ = trend_axis(up)
     at_widest, random_features = widest_samples(t, ref, rows, ["net_excess"], ["width"], widest, sample.seeds)
     criteria = [
-        Criterion("net_excess_over_random_features", "net_excess (below) on the real pairs minus the same on pairs "
-                                                     "(A, untrained B of the same width) of the same run, paired by "
-                                                     f"seed, widest width {widest:g}",
+        Criterion("net_excess_over_random_features", "net excess of the weak-additivity cosine (net_excess) on the "
+                                                     "real pairs minus the same on pairs (A, untrained B) of the same "
+                                                     f"run, paired by seed, at the widest width {widest:g}",
                   over_reference(lambda m: m["net_excess", widest], at_widest, random_features), ">",
                   p["min_net_excess_over_random_features"], source("min_net_excess_over_random_features"),
                   kind="control", control=REFERENCE_CONTROL),
@@ -283,9 +283,9 @@ def cross_transformation_cosine(t: dict, p: dict, ref: dict) -> Outcome:
     x_up, _ = trend_axis(up)
     at_widest, random_features = widest_samples(t, ref, rows, ["own"], ["width"], widest, sample.seeds)
     criteria = [
-        Criterion("own_input_cos_over_random_features", "own_input_cos_widest (below) on the real pairs minus the "
-                                                        "same on pairs (A, untrained B of the same width) of the "
-                                                        f"same run, paired by seed, widest width {widest:g}",
+        Criterion("own_input_cos_over_random_features", "worse own-input cosine (own_input_cos_widest) on the real "
+                                                        "pairs minus the same on pairs (A, untrained B) of the same "
+                                                        f"run, paired by seed, at the widest width {widest:g}",
                   over_reference(lambda m: m["own", widest], at_widest, random_features), ">",
                   p["min_own_input_cos_over_random_features"], source("min_own_input_cos_over_random_features"),
                   kind="control", control=REFERENCE_CONTROL),
