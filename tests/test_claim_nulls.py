@@ -21,6 +21,7 @@ import yaml
 from lmcflow.claims import REGISTRY, SUPPORTED, evaluate_claim
 from lmcflow.claims.gates import dataset_facts
 from lmcflow.claims.nulls import split_partners
+from lmcflow.claims.reference import REFERENCE_KIND
 from lmcflow.config.partners import PARTNER_SEED_OFFSET, PARTNER_SEP
 from lmcflow.tables import read_table
 
@@ -57,7 +58,10 @@ def scale_of(tables: dict) -> dict:
 
 
 def with_null_b(tables: dict, kind: str, per_model: bool) -> dict:
-    """The study as if its models B were the ``kind`` partners (see the module docstring), all rows marked real."""
+    """The study as if its models B were the ``kind`` partners (see the module docstring), their rows marked real; a
+    pair claim's study keeps its untrained partners' rows beside them as what they are (partner ``untrained``): the
+    same-run random-feature reference of the width mechanism claims (lmcflow/claims/reference.py), which a user's
+    run with useless models B would still have trained."""
     _, nulls = split_partners(tables)
     out = {k: df.assign(partner="real") for k, df in nulls[kind].items()}
     runs = tables["runs"]
@@ -65,6 +69,8 @@ def with_null_b(tables: dict, kind: str, per_model: bool) -> dict:
         partners = runs[runs.partner == kind].assign(partner="real")
         partners = partners.assign(point=partners.point.str.split(PARTNER_SEP).str[0])
         out["runs"] = pd.concat([runs[runs.partner == "real"], partners], ignore_index=True)
+        out = {k: pd.concat([df, tables[k][tables[k].partner == REFERENCE_KIND]], ignore_index=True)
+               for k, df in out.items()}
     return out
 
 
@@ -202,9 +208,12 @@ RETIRED = {"active-neuron-overlap"}  # decides nothing (unit identity is arbitra
 # the headline criterion of every width claim (its first): with B a null partner it is not supported itself
 WIDTH_HEADLINE = {"width-merge-accuracy": "gap_widest", "temperature-calibration": "calibrated_gap_widest",
             "weight-matching-no-gain": "gain_widest", "random-permutation": "sensitivity_widest",
-            "weight-decay": "gap_difference", "lewc": "gain_over_shuffled", "weak-additivity": "net_excess",
-            "reciprocal-orthogonality": "ratio_widest", "low-rank": "fraction_of_random",
-            "cross-transformation-cosine": "own_input_cos_widest", "logit-norm-decay": "exponent_error"}
+            "weight-decay": "gap_difference", "lewc": "gain_over_random_features",
+            "weak-additivity": "net_excess_over_random_features", "reciprocal-orthogonality": "ratio_widest",
+            "low-rank": "fraction_of_random", "cross-transformation-cosine": "own_input_cos_over_random_features",
+            "logit-norm-decay": "exponent_error"}
+# the claims whose headline is their statistic on the real pairs minus the same on pairs with an untrained partner
+REFERENCED = {cid for cid in WIDTH_HEADLINE if REGISTRY[cid].reference_partner == REFERENCE_KIND}
 # where the paper's statement does not make B take part, a partner may meet the headline: low rank is a property of
 # each model, and the effective rank is scale-invariant, so a collapsed B (B scaled) is exactly as low-rank as B
 B_NEED_NOT_TAKE_PART = {("low-rank", "collapsed")}
@@ -222,6 +231,9 @@ def test_width_headline_is_not_supported_with_null_partners_as_models_b(cid, kin
     head = res["criteria"][0]
     assert head["name"] == WIDTH_HEADLINE[cid]
     assert head["verdict"] != SUPPORTED, (cid, kind, head["statistic"], head["ci_low"], head["ci_high"])
+    if cid in REFERENCED:  # B is the reference itself (exactly 0), or worse than random features (below 0)
+        assert head["verdict"] == "not_supported" and head["ci_high"] <= 0, (cid, kind, head["statistic"])
+        assert head["statistic"] == 0.0 if kind == REFERENCE_KIND else head["statistic"] < 0
 
 
 def test_every_width_claim_names_its_headline():
@@ -399,3 +411,67 @@ def test_the_endpoint_gate_checks_the_real_models_only():
     res = evaluate_claim(CLAIM, {"study": "s"}, tables, {})
     assert res["endpoint_gate"]["passed"] and res["endpoint_gate"]["checked_models"] == len(runs)
     assert res["convergence_gate"]["passed"] and res["verdict"] == SUPPORTED
+
+
+# --------------------------------------------------------------------------- the random-feature reference
+REFERENCE_PARAM = {"lewc": "min_gain_over_random_features",
+                   "weak-additivity": "min_net_excess_over_random_features",
+                   "cross-transformation-cosine": "min_own_input_cos_over_random_features"}
+REFERENCE_COLUMNS = {"lewc": ("lewc_cos",), "weak-additivity": ("weak_additivity",),
+                     "cross-transformation-cosine": ("own_input_cos_a", "own_input_cos_b")}
+
+
+def with_reference(cid: str, shift: float | None) -> dict:
+    """The claim's power case (holds) with its real pairs only, and beside them (``shift`` not None) the same pairs at
+    the widest width with an untrained partner B whose statistic columns are the real ones + ``shift``."""
+    from tests.test_claim_power import CASES as POWER
+
+    lm = POWER[cid](True)["layer_metrics"]
+    real = lm[lm.partner == "real"]
+    if shift is None:
+        return {"layer_metrics": real}
+    widest = real[real.width == real.width.max()]
+    partner = as_partner(widest, REFERENCE_KIND, **{c: widest[c] + shift for c in REFERENCE_COLUMNS[cid]})
+    return {"layer_metrics": pd.concat([real, partner], ignore_index=True)}
+
+
+@pytest.mark.parametrize("cid", sorted(REFERENCE_COLUMNS))
+def test_the_headline_passes_real_pairs_above_the_random_feature_reference_only(cid):
+    """Headline: the statistic on the real pairs minus the same on pairs (A, untrained B), paired by seed, > 0. Real
+    pairs better than the reference pass it; real pairs equal to it (B does no more than random features) fail it,
+    every other criterion unchanged; without untrained rows at the widest width the claim says what to add."""
+    from tests.claim_tables import verdict
+
+    assert REGISTRY[cid].reference_partner == REFERENCE_KIND
+    better = verdict(cid, with_reference(cid, -0.05))
+    head = better["criteria"][0]
+    assert head["name"] == WIDTH_HEADLINE[cid] and head["side"] == ">" and head["threshold"] == 0.0
+    assert head["source"].startswith("same-run: random features") and head["verdict"] == SUPPORTED
+    assert better["thresholds"][REFERENCE_PARAM[cid]] == {"value": 0.0, "kind": "same-run",
+                                                           "source": head["source"].removeprefix("same-run: ")}
+    assert better["verdict"] == SUPPORTED
+    equal = verdict(cid, with_reference(cid, 0.0))
+    assert equal["criteria"][0]["statistic"] == 0.0 and equal["criteria"][0]["verdict"] == "not_supported"
+    assert equal["verdict"] == "not_supported"
+    assert [c["verdict"] for c in equal["criteria"][1:3]] == [c["verdict"] for c in better["criteria"][1:3]]
+    alone = verdict(cid, with_reference(cid, None))
+    assert alone["verdict"] == "inconclusive" and alone["criteria"] == []
+    assert "untrained partner B at the widest width 4" in alone["reason"]
+    assert "analysis.null_partners (kinds: [untrained], at: {model.width: [4]})" in alone["reason"]
+
+
+def test_each_null_kind_is_measured_against_the_random_feature_reference():
+    """The null controls read the reference beside each kind's pairs: an untrained kind is the reference itself (its
+    headline exactly 0), a shuffled-label one below it (negative)."""
+    from tests.claim_tables import verdict
+
+    tables = with_reference("cross-transformation-cosine", -0.05)
+    lm = tables["layer_metrics"]
+    real = lm[lm.partner == "real"]
+    shuffled = as_partner(real, "shuffled_labels", own_input_cos_a=0.3, own_input_cos_b=0.3)
+    res = verdict("cross-transformation-cosine", {"layer_metrics": pd.concat([lm, shuffled], ignore_index=True)})
+    recs = {r["kind"]: r for r in res["null_controls"]}
+    assert recs["shuffled_labels"]["status"] == "run"
+    assert recs["shuffled_labels"]["null"]["statistic"] < 0
+    assert recs["shuffled_labels"]["null_verdict_on_criterion"] == "not_supported"
+    assert res["verdict"] == SUPPORTED

@@ -9,6 +9,7 @@ endpoint gate, which makes a claim inconclusive, never not_supported)."""
 import pytest
 
 from lmcflow.claims import REGISTRY
+from lmcflow.config.partners import PARTNER_SEED_OFFSET, PARTNER_SEP
 from tests.claim_tables import (
     DEFAULT_WD,
     PAIRS,
@@ -56,6 +57,18 @@ def temperature_calibration(holds):
             "interpolation": table("interpolation", paths(cal, column="calibrated_loss", ends=0.3))}
 
 
+def with_random_features(rows: list[dict], shift: dict) -> list[dict]:
+    """``rows`` and, beside their pairs at the widest width, the same pairs with an untrained partner B (the width
+    mechanism claims' same-run random-feature reference: seed_b + 1000, partner ``untrained``) whose values are the
+    real ones + ``shift`` (where a claim holds: its statistic lower than the real pairs'; violated: {}, B no better
+    than random features)."""
+    widest = max(WIDTHS)
+    partners = [{**r, **{c: r[c] + d for c, d in shift.items()}, "partner": "untrained", "point": r.get("point", "")
+                 + PARTNER_SEP + "untrained", "seed_b": r["seed_b"] + PARTNER_SEED_OFFSET["untrained"]}
+                for r in rows if r["width"] == widest]
+    return rows + partners
+
+
 def lewc(holds):
     lewc_ = by_width((0.9, 0.95, 0.98) if holds else (0.6, 0.7, 0.75))
 
@@ -64,7 +77,7 @@ def lewc(holds):
         return {"lewc_cos": v, "lewc_cos_shuffled": 0.3 if holds else 0.7,
                 "llfc_cos": v - 0.03 if holds else v + 0.02, "lewc_cos_perturbed": 0.5 if holds else v + 0.01}
     rows = pair_rows({"width": WIDTHS, "layer": [2, 3], "lam_paper": [0.25, 0.75]}, values, Noise(**SD))
-    return {"layer_metrics": table("layer_metrics", rows)}
+    return {"layer_metrics": table("layer_metrics", with_random_features(rows, {"lewc_cos": -0.13} if holds else {}))}
 
 
 def weak_additivity(holds, cos=None, shuffled=None, reference=None):
@@ -78,7 +91,8 @@ def weak_additivity(holds, cos=None, shuffled=None, reference=None):
                      lambda width, **_: {"weak_additivity": cos[width], "weak_additivity_shuffled": shuffled[width],
                                          "weak_additivity_reference": ref[width],
                                          "weak_additivity_gaussian": 0.9304}, Noise(**SD))
-    return {"layer_metrics": table("layer_metrics", rows)}
+    return {"layer_metrics": table("layer_metrics",
+                                   with_random_features(rows, {"weak_additivity": -0.01} if holds else {}))}
 
 
 def reciprocal_orthogonality(holds):
@@ -140,7 +154,8 @@ def cross_transformation_cosine(holds):
                                          "cross_transform_cos": cos[width], "cross_transform_cos_permuted_a":
                                          permuted[width], "cross_transform_cos_permuted_b": permuted[width],
                                          "own_norm_ratio": 1.0}, Noise(**SD))
-    return {"layer_metrics": table("layer_metrics", rows)}
+    shift = {"own_input_cos_a": -0.2, "own_input_cos_b": -0.2} if holds else {}
+    return {"layer_metrics": table("layer_metrics", with_random_features(rows, shift))}
 
 
 LAMS = tuple(i / 10 for i in range(11))
@@ -313,11 +328,13 @@ def criteria(res: dict) -> dict:
 def test_weak_additivity_fails_on_its_reference_alone_and_on_its_control_alone():
     low = verdict("weak-additivity", weak_additivity(True, cos=(0.90, 0.91, 0.92), shuffled=(0.90, 0.91, 0.92)))
     assert low["verdict"] == "not_supported" and criteria(low) == {
-        "net_excess": "not_supported", "trend": "supported", "shortfall_vs_shuffled": "supported"}
+        "net_excess_over_random_features": "supported", "net_excess": "not_supported", "trend": "supported",
+        "shortfall_vs_shuffled": "supported"}
     below_null = verdict("weak-additivity", weak_additivity(True, cos=(0.90, 0.91, 0.92), shuffled=(0.99, 0.99, 0.99),
                                                             reference=(0.85, 0.85, 0.85)))
     assert below_null["verdict"] == "not_supported" and criteria(below_null) == {
-        "net_excess": "supported", "trend": "supported", "shortfall_vs_shuffled": "not_supported"}
+        "net_excess_over_random_features": "supported", "net_excess": "supported", "trend": "supported",
+        "shortfall_vs_shuffled": "not_supported"}
     # a B whose pre-activations vanish: ReLU is trivially additive (cosine 1) and so is the reference at that
     # balance: no excess, a high cosine is no evidence then
     trivial = verdict("weak-additivity", weak_additivity(True, cos=(0.995, 0.997, 0.999),

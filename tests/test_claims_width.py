@@ -3,9 +3,11 @@ and (on small real models, through lmcflow's own mechanism code) unrelated netwo
 claims that real pairs pass."""
 import itertools
 
+import pandas as pd
 import pytest
 import torch
 
+from lmcflow.config.partners import PARTNER_SEED_OFFSET, PARTNER_SEP
 from tests.claim_tables import (
     DEFAULT_WD,
     WEAK_WD,
@@ -25,7 +27,8 @@ def test_mechanism_claims_read_only_their_weight_decay_arm():
     weak = lewc_tables(False)["layer_metrics"].assign(weight_decay=WEAK_WD)
     both = {"layer_metrics": table("layer_metrics", good.to_dict("records") + weak.to_dict("records"))}
     res = verdict("lewc", both)
-    assert res["verdict"] == "supported" and res["statistic"] == pytest.approx(0.98, abs=0.01)
+    gain = {c["name"]: c for c in res["criteria"]}["gain_over_shuffled"]
+    assert res["verdict"] == "supported" and gain["statistic"] == pytest.approx(0.98, abs=0.01)
     assert verdict("lewc", both, weight_decay=WEAK_WD)["verdict"] == "not_supported"
 
 
@@ -199,6 +202,15 @@ def pair_tables(fmnist_path):
     return {kind: {"layer_metrics": table("layer_metrics", r)} for kind, r in rows.items()}
 
 
+def with_reference(pair_tables: dict, kind: str) -> dict:
+    """The ``kind`` pairs as a study's pairs, with the untrained pairs beside them as its untrained partners (the
+    width mechanism claims' same-run random-feature reference: lmcflow/claims/reference.py)."""
+    lm, untrained = pair_tables[kind]["layer_metrics"], pair_tables["untrained"]["layer_metrics"]
+    partners = untrained.assign(partner="untrained", seed_b=untrained.seed_b + PARTNER_SEED_OFFSET["untrained"],
+                                point=untrained.point + PARTNER_SEP + "untrained")
+    return {"layer_metrics": pd.concat([lm, partners], ignore_index=True)}
+
+
 def _real_better(real: dict, null_test: dict) -> bool:
     """The real pairs pass ``null_test`` or are strictly better on its statistic."""
     r = {t["name"]: t for t in real["criteria"]}[null_test["name"]]
@@ -216,11 +228,11 @@ def test_unrelated_networks_fail_the_mechanism_claims(pair_tables, cid):
     so only 'the null pairs are not supported' is asserted for it. Active-neuron overlap says the overlap is at
     chance, which an unrelated partner meets by construction: the endpoint gate (a partner that is not a working
     model leaves the claim inconclusive) is what excludes it, asserted here."""
-    real = verdict(cid, pair_tables["real"])
+    real = verdict(cid, with_reference(pair_tables, "real"))
     for kind in ("untrained", "shuffled labels"):
         if cid == "active-neuron-overlap":
             continue  # its gate: tests/test_claim_gates.py (every gated claim)
-        null = verdict(cid, pair_tables[kind])
+        null = verdict(cid, with_reference(pair_tables, kind))
         assert null["verdict"] != "supported", (cid, kind, null["criteria"])
         if real["verdict"] != "supported" and cid != "weak-additivity":
             # at this tiny scale the real pairs do not pass either: then some test the null fails must be

@@ -102,6 +102,17 @@ class Claim:
     # the null-partner control: "apart" (real − null beyond ±δ) or "one_sided" (beyond δ in the headline's direction)
     null_control: str = "apart"
     converged: bool = False  # decided only on endpoints trained to a plateau (convergence.convergence_gate)
+    # a null-partner kind whose pairs (A, partner B) the statistic reads beside the real ones as its same-run
+    # reference (``statistic``): "untrained", random features of B's architecture and width
+    reference_partner: str | None = None
+
+    def statistic(self, tables: dict, params: dict, reference: dict | None = None) -> Outcome:
+        """The claim's statistic on ``tables``; a claim with a ``reference_partner`` also gets that partner's tables
+        (``nulls.split_partners``'s, indexed by the real seeds; ``{}`` where the study has none), else it reads
+        ``tables`` alone."""
+        if self.reference_partner:
+            return self.evaluate(tables, params, reference or {})
+        return self.evaluate(tables, params)
 
     def params(self, ccfg: dict | None) -> dict:
         return {**self.defaults, **{k: v for k, v in (ccfg or {}).items() if k != "study"}}
@@ -136,7 +147,8 @@ REGISTRY: dict[str, Claim] = {}
 
 
 def claim(**entry) -> Callable:
-    """Decorator: register ``fn(tables, params) -> Outcome`` as the statistic of a claim entry."""
+    """Decorator: register ``fn(tables, params) -> Outcome`` as the statistic of a claim entry (with
+    ``reference_partner``: ``fn(tables, params, reference_tables)``)."""
     def register(fn):
         if entry.get("gate_endpoints"):  # the gate's parameters and its table (one row per model)
             entry["defaults"] = {**entry.get("defaults", {}), **gates.GATE_DEFAULTS}
@@ -209,15 +221,16 @@ def _outcome(claim_: Claim, tables: dict, params: dict, scale: dict) -> tuple[Ou
     (``nulls``: their records, None for a per-model claim), and, for a gated claim, its endpoint gate (a failed
     gate: inconclusive)."""
     real, null_tables = nulls.split_partners(tables)
+    reference = null_tables.get(claim_.reference_partner, {}) if claim_.reference_partner else None
     try:
-        out = claim_.evaluate(real, params)
+        out = claim_.statistic(real, params, reference)
     except NoData as why:
         out = Outcome(criteria=[], n_seeds=0, reason=str(why))
     if out.n_seeds < stats.MIN_SEEDS and not out.reason:
         out.reason = f"too few seeds ({out.n_seeds} < {stats.MIN_SEEDS}): no confidence interval"
     records = None
     if claim_.unit == "pair":
-        controls, records = nulls.null_controls(claim_, out, real, null_tables, params, NoData)
+        controls, records = nulls.null_controls(claim_, out, real, null_tables, params, NoData, reference)
         out.criteria = out.criteria + controls
     conv = convergence.convergence_gate(real, params) if claim_.converged else None
     if conv and not conv["passed"]:

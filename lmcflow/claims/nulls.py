@@ -10,8 +10,9 @@ nearer 0 for a tolerance "within"), where δ = ``null_min_share`` × the real es
 criterion's threshold: at least that share of the real pairs' margin is something a useless partner does not have.
 The width claims' headline statistics are chosen so that a useless partner lands on their failing side (a merge
 that is "A plus nothing" is not the paper's merge: docs/claims.md), so a real pair passes this control by being
-better than the null, never merely different from it. Why and how it enters the verdict: docs/claims.md ("Null
-partners").
+better than the null, never merely different from it. A claim with a ``reference_partner`` (the width mechanism
+claims: ``lmcflow.claims.reference``) reads that kind's tables beside every evaluation, the real one and each
+kind's. Why and how it enters the verdict: docs/claims.md ("Null partners").
 """
 from __future__ import annotations
 
@@ -87,14 +88,17 @@ def split_partners(tables: dict) -> tuple[dict, dict]:
     return real, nulls
 
 
-def null_controls(claim_, real_outcome, real: dict, nulls: dict, params: dict, no_data) -> tuple[list, list]:
+def null_controls(claim_, real_outcome, real: dict, nulls: dict, params: dict, no_data,
+                  reference: dict | None = None) -> tuple[list, list]:
     """(control criteria to add to the verdict, one record per partner kind for the claim JSON).
 
     ``real``, ``nulls``: ``split_partners``'s tables; ``no_data``: the exception a statistic raises when its
-    tables lack what it reads. The real statistic is taken over the points the kind's pairs cover (the headline
-    itself where they cover every point), so both sides average the same grid. A kind whose rows do not hold what
-    the statistic reads (the study's null partners do not cover the claim's points) is recorded as not run and
-    adds no criterion."""
+    tables lack what it reads; ``reference``: the tables of the claim's ``reference_partner`` (None: it has none),
+    which the statistic reads beside each kind's pairs as beside the real ones (for the reference's own kind the
+    headline is then exactly 0). The real statistic is taken over the points the kind's pairs cover (the headline
+    itself where they cover every point; the reference restricted alike), so both sides average the same grid. A
+    kind whose rows do not hold what the statistic reads (the study's null partners do not cover the claim's
+    points) is recorded as not run and adds no criterion."""
     if not real_outcome.criteria:
         return [], []
     head = real_outcome.criteria[0]
@@ -102,10 +106,11 @@ def null_controls(claim_, real_outcome, real: dict, nulls: dict, params: dict, n
     for kind, tables in sorted(nulls.items()):
         rec = {"kind": kind, "statistic_name": head.name, "real": head.estimate.as_dict()}
         try:
-            null_out = claim_.evaluate(tables, params)
+            null_out = claim_.statistic(tables, params, reference)
             covered = _points(tables)
-            real_est = head.estimate if covered >= _points(real) else \
-                _named(claim_.evaluate(_restrict(real, covered), params), head.name)
+            real_est = head.estimate if covered >= _points(real) else _named(claim_.statistic(
+                _restrict(real, covered), params, None if reference is None else _restrict(reference, covered)),
+                head.name)
         except no_data as why:
             records.append({**rec, "status": "not run", "reason": f"{kind} partner rows: {why}"})
             continue

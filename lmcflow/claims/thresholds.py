@@ -33,9 +33,16 @@ SOURCES = {
     "min_gap_difference": ("convention", "one point of test error"),
     "min_lewc_gap": ("paper", "weak weight decay breaks LEWC: a gap > 0"),
     # mechanism
+    "min_gain_over_random_features": ("same-run", "random features: the same gain on pairs (A, untrained B of the "
+                                                  "same architecture and width, full-rank random weights) of the same "
+                                                  "run, paired by seed; the real pairs exceed it (> 0): the paper's B "
+                                                  "takes part through trained low-rank weights a random B lacks"),
     "min_gain_over_shuffled": ("same-run", "LEWC closes over half of the gap to 1 that the target built from the "
                                            "dominant model's features of other inputs leaves (convention: half)"),
     "min_gap_over_llfc": ("paper", "LEWC, not LLFC, describes the merged features: a gap > 0"),
+    "min_net_excess_over_random_features": ("same-run", "random features: the same net excess on pairs (A, untrained "
+                                                        "B of the same architecture and width) of the same run, "
+                                                        "paired by seed; the real pairs exceed it (> 0)"),
     "min_net_excess": ("analytic", "the weak-additivity cosine of independent Gaussian vectors at each input's own "
                                    "norm balance (weak_additivity_reference), and its rise over equal norms "
                                    "(weak_additivity_gaussian): the excess over the first exceeds the second"),
@@ -48,8 +55,15 @@ SOURCES = {
     "max_rank_gap": ("paper", "weak weight decay raises the rank: default - weak < 0"),
     "max_fraction_of_random": ("analytic", "a random Gaussian matrix of the same shape; at least 10% below it "
                                            "(convention)"),
+    "min_own_input_cos_over_random_features": ("same-run", "random features: the same worse own-input cosine on "
+                                                           "pairs (A, untrained B of the same architecture and "
+                                                           "width) of the same run, paired by seed; the real pairs "
+                                                           "exceed it (> 0): ReLU features are non-negative, so a "
+                                                           "random layer already exceeds 1/sqrt(2)"),
     "min_own_input_cos": ("analytic", "1/sqrt(2): what a full-rank random layer gives on its own input plus an "
-                                      "independent one of the same norm"),
+                                      "independent one of the same norm (a floor: ReLU inputs are non-negative, so "
+                                      "an untrained partner exceeds it; the headline is the random-feature "
+                                      "reference)"),
     "max_shortfall_vs_permuted": ("same-run", "not below each model with its own relabelled copy by more than 0.05 "
                                               "(convention)"),
     "max_exponent_error": ("analytic", "half a layer: the fitted exponent is nearer LEWC's D than either neighbour "

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmcflow.claims.core import Criterion, Outcome, claim, need, pivot, select
+from lmcflow.claims.core import Criterion, Outcome, claim, need, pivot
+from lmcflow.claims.reference import (
+    REFERENCE_CONTROL,
+    REFERENCE_KIND,
+    over_reference,
+    widest_samples,
+)
 from lmcflow.claims.stats import estimate, slope, trend_axis
 from lmcflow.claims.thresholds import source
 from lmcflow.claims.width import (
@@ -17,11 +23,8 @@ from lmcflow.claims.width import (
     PAPER,
     WD,
     WIDTH_CLAIM,
-    fitted_decay_exponent,
     interior,
     layer_rows,
-    lewc_logit_ratio,
-    n_weight_layers,
     over_widths,
     requires_mechanism,
     tau_sweep,
@@ -29,7 +32,6 @@ from lmcflow.claims.width import (
     widest_common,
     with_arms,
 )
-from lmcflow.config import ConfigError
 
 NULL_SOURCE = "null: the same cosine with the pairing of samples between A and B shuffled (layer_metrics)"
 
@@ -38,15 +40,19 @@ NULL_SOURCE = "null: the same cosine with the pairing of samples between A and B
        statement="Without permutation, the layer-wise exponentially weighted connectivity (LEWC) cosine "
                  "cos(f_l(θ_λ), λ^l f_l(θ_A) + (1−λ)^l f_l(θ_B)) rises with width toward 1, and at the widest "
                  "width holds at every interior λ ≠ ½, beats the same cosine with the sample pairing of A and B "
-                 "shuffled, and exceeds the LLFC form cos(f_l(θ_λ), λ f_l(θ_A) + (1−λ) f_l(θ_B)) (layers l ≥ 2; "
+                 "shuffled, by more than with an untrained (random-feature) partner B of the same width, and "
+                 "exceeds the LLFC form cos(f_l(θ_λ), λ f_l(θ_A) + (1−λ) f_l(θ_B)) (layers l ≥ 2; "
                  "the LEWC cosine of A with a random perturbation of A as far away as B is reported beside it).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
        requires=(requires_mechanism("weight_decay", lam=False, interior=True),),
-       defaults={**MECH, "min_layer": 2, "min_gain_over_shuffled": 0.5, "min_gap_over_llfc": 0.0,
-                 "trend_from_width": 1.0})
-def lewc(t: dict, p: dict) -> Outcome:
-    df = interior(layer_rows(t, p, p["weight_decay"]))
-    sample, lab = pivot(df, ["lewc_cos", "lewc_cos_shuffled", "llfc_cos", "lewc_cos_perturbed"], ["width", "lam_paper"])
+       reference_partner=REFERENCE_KIND,
+       defaults={**MECH, "min_layer": 2, "min_gain_over_random_features": 0.0, "min_gain_over_shuffled": 0.5,
+                 "min_gap_over_llfc": 0.0, "trend_from_width": 1.0})
+def lewc(t: dict, p: dict, ref: dict) -> Outcome:
+    rows = lambda tables: interior(layer_rows(tables, p, p["weight_decay"]))  # noqa: E731
+    columns, cells = ["lewc_cos", "lewc_cos_shuffled", "llfc_cos", "lewc_cos_perturbed"], ["width", "lam_paper"]
+    df = rows(t)
+    sample, lab = pivot(df, columns, cells)
     widths, lams = lab["width"], lab["lam_paper"]
     need(len(widths) >= 2 and lams, f"LEWC rows at ≥ 2 widths, layers ≥ {p['min_layer']}, interior λ ≠ ½")
     x, _ = trend_axis(widths)
@@ -58,7 +64,13 @@ def lewc(t: dict, p: dict) -> Outcome:
 
     up = upper_widths(widths, p["trend_from_width"])
     x_up, _ = trend_axis(up)
+    at_widest, random_features = widest_samples(t, ref, rows, columns, cells, widest, sample.seeds)
     criteria = [
+        Criterion("gain_over_random_features", "B's part of the merged features (gain_over_shuffled, worst interior "
+                                               "λ) on the real pairs minus the same on pairs (A, untrained B) of the "
+                                               f"same run, paired by seed, at the widest width {widest:g}",
+                  over_reference(gain, at_widest, random_features), ">", p["min_gain_over_random_features"],
+                  source("min_gain_over_random_features"), kind="control", control=REFERENCE_CONTROL),
         Criterion("gain_over_shuffled", "B's part of the merged features, worst interior λ at the widest width "
                                         f"{widest:g}: (LEWC − null)/(1 − null), null = the LEWC target with the "
                                         "dominant model's features (B's at λ < ½) taken at other inputs (mean over "
@@ -92,27 +104,37 @@ def lewc(t: dict, p: dict) -> Outcome:
                  "cos(σ(½z̃_A(x) + ½z̃_B(x)), ½σ(z̃_A(x)) + ½σ(z̃_B(x))) is above what independent Gaussian vectors "
                  "of each input's own norm balance give by more than that balance alone adds over equal norms (a B "
                  "whose pre-activations are small gets its high cosine from its smallness, not from additivity), "
+                 "and by more than an untrained (random-feature) partner B of the same width does, "
                  "it rises with width over the upper part of the grid, and it is not below the same cosine for "
                  "unrelated inputs (the sample pairing of A and B shuffled).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
-       requires=(requires_mechanism("weight_decay"),),
-       defaults={**MECH, "lam": 0.5, "min_layer": 1, "min_net_excess": 0.0,
-                 "max_shortfall_vs_shuffled": 0.05, "trend_from_width": 1.0})
-def weak_additivity(t: dict, p: dict) -> Outcome:
-    df = layer_rows(t, p, p["weight_decay"], p["lam"])
-    need("weak_additivity_reference" in df.columns and df.weak_additivity_reference.notna().any(),
+       requires=(requires_mechanism("weight_decay"),), reference_partner=REFERENCE_KIND,
+       defaults={**MECH, "lam": 0.5, "min_layer": 1, "min_net_excess_over_random_features": 0.0,
+                 "min_net_excess": 0.0, "max_shortfall_vs_shuffled": 0.05, "trend_from_width": 1.0})
+def weak_additivity(t: dict, p: dict, ref: dict) -> Outcome:
+    def rows(tables):
+        # imbalance: what the norm balance alone adds over equal norms (→ 0.07 as B's pre-activations vanish), so a
+        # partner that takes no part, with its tiny excess, has a negative net excess
+        return layer_rows(tables, p, p["weight_decay"], p["lam"]).assign(
+            excess=lambda d: d.weak_additivity - d.weak_additivity_reference,
+            imbalance=lambda d: d.weak_additivity_reference - d.weak_additivity_gaussian,
+            net_excess=lambda d: d.excess - d.imbalance)
+    df = rows(t)
+    need(df.weak_additivity_reference.notna().any(),
          "no weak_additivity_reference (tables made before it: rerun the mechanism jobs)")
-    # imbalance: what the norm balance alone adds over equal norms (→ 0.07 as B's pre-activations vanish), so a
-    # partner that takes no part, with its tiny excess, has a negative net excess
-    df = df.assign(excess=lambda d: d.weak_additivity - d.weak_additivity_reference,
-                   imbalance=lambda d: d.weak_additivity_reference - d.weak_additivity_gaussian,
-                   net_excess=lambda d: d.excess - d.imbalance)
     columns = ["net_excess", "excess", "imbalance", "weak_additivity", "weak_additivity_shuffled",
                "weak_additivity_reference", "weak_additivity_gaussian"]
     sample, widths, x = over_widths(df, columns, f"weak-additivity rows at ≥ 2 widths at λ = {p['lam']}")
     widest, up = widths[-1], upper_widths(widths, p["trend_from_width"])
     x_up, _ = trend_axis(up)
+    at_widest, random_features = widest_samples(t, ref, rows, ["net_excess"], ["width"], widest, sample.seeds)
     criteria = [
+        Criterion("net_excess_over_random_features", "net excess of the weak-additivity cosine (net_excess) on the "
+                                                     "real pairs minus the same on pairs (A, untrained B) of the same "
+                                                     f"run, paired by seed, at the widest width {widest:g}",
+                  over_reference(lambda m: m["net_excess", widest], at_widest, random_features), ">",
+                  p["min_net_excess_over_random_features"], source("min_net_excess_over_random_features"),
+                  kind="control", control=REFERENCE_CONTROL),
         Criterion("net_excess", f"weak-additivity cosine minus the independent-Gaussian cosine at each input's "
                                 f"norm balance (λ‖z̃_A‖, (1 − λ)‖z̃_B‖), less that reference's rise over equal norms, "
                                 f"widest width {widest:g} (λ = {p['lam']}, mean over layers ≥ {p['min_layer']})",
@@ -238,25 +260,35 @@ def low_rank(t: dict, p: dict) -> Outcome:
 @claim(id="cross-transformation-cosine", paper=PAPER, **WIDTH_CLAIM,
        statement="Each model's layer acts on the merged input as on its own: at the widest width "
                  "cos(W_A(z_A + z_B), W_A z_A) and cos(W_B(z_A + z_B), W_B z_B), the worse of the two per pair, are "
-                 "above what a full-rank random layer gives with an independent input of the same norm (1/√2), "
+                 "above what they are with an untrained (random-feature) partner B of the same width and above what "
+                 "a full-rank random layer gives with an independent input of the same norm (1/√2), "
                  "rising with width over the upper part of the grid; the paper's cross-transformation cosine "
                  "cos((W_A + W_B)(z_A + z_B), W_A z_A + W_B z_B) is no lower than each model gives with a randomly "
                  "relabelled copy of itself (layers l ≥ 2).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
-       requires=(requires_mechanism("weight_decay"),),
-       defaults={**MECH, "lam": 0.5, "min_layer": 2, "min_own_input_cos": float(1 / np.sqrt(2)),
-                 "max_shortfall_vs_permuted": 0.05, "trend_from_width": 1.0})
-def cross_transformation_cosine(t: dict, p: dict) -> Outcome:
-    df = layer_rows(t, p, p["weight_decay"], p["lam"])
-    need("own_input_cos_a" in df.columns and df.own_input_cos_a.notna().any(),
-         "no own_input_cos_a/b (tables made before them: rerun the mechanism jobs)")
-    df = df.assign(permuted=lambda d: (d.cross_transform_cos_permuted_a + d.cross_transform_cos_permuted_b) / 2,
-                   own=lambda d: np.minimum(d.own_input_cos_a, d.own_input_cos_b))
+       requires=(requires_mechanism("weight_decay"),), reference_partner=REFERENCE_KIND,
+       defaults={**MECH, "lam": 0.5, "min_layer": 2, "min_own_input_cos_over_random_features": 0.0,
+                 "min_own_input_cos": float(1 / np.sqrt(2)), "max_shortfall_vs_permuted": 0.05,
+                 "trend_from_width": 1.0})
+def cross_transformation_cosine(t: dict, p: dict, ref: dict) -> Outcome:
+    def rows(tables):
+        return layer_rows(tables, p, p["weight_decay"], p["lam"]).assign(
+            permuted=lambda d: (d.cross_transform_cos_permuted_a + d.cross_transform_cos_permuted_b) / 2,
+            own=lambda d: np.minimum(d.own_input_cos_a, d.own_input_cos_b))
+    df = rows(t)
+    need(df.own_input_cos_a.notna().any(), "no own_input_cos_a/b (tables made before them: rerun the mechanism jobs)")
     sample, widths, x = over_widths(df, ["own", "cross_transform_cos", "permuted", "own_norm_ratio"],
                                     f"cross-transformation cosines at ≥ 2 widths with layers ≥ {p['min_layer']}")
     widest, up = widths[-1], upper_widths(widths, p["trend_from_width"])
     x_up, _ = trend_axis(up)
+    at_widest, random_features = widest_samples(t, ref, rows, ["own"], ["width"], widest, sample.seeds)
     criteria = [
+        Criterion("own_input_cos_over_random_features", "worse own-input cosine (own_input_cos_widest) on the real "
+                                                        "pairs minus the same on pairs (A, untrained B) of the same "
+                                                        f"run, paired by seed, at the widest width {widest:g}",
+                  over_reference(lambda m: m["own", widest], at_widest, random_features), ">",
+                  p["min_own_input_cos_over_random_features"], source("min_own_input_cos_over_random_features"),
+                  kind="control", control=REFERENCE_CONTROL),
         Criterion("own_input_cos_widest", f"worse of cos(W_A(z_A + z_B), W_A z_A) and cos(W_B(z_A + z_B), W_B z_B) per "
                                           f"pair at the widest width {widest:g} (mean over layers ≥ {p['min_layer']})",
                   estimate(lambda m: m["own", widest], sample), ">", p["min_own_input_cos"],
@@ -278,67 +310,6 @@ def cross_transformation_cosine(t: dict, p: dict) -> Outcome:
         "widths": widths, "trend_widths": up, "mean_own_input_cos_by_width": means.list("own"),
         "mean_cos_by_width": means.list("cross_transform_cos"), "mean_permuted_cos_by_width": means.list("permuted"),
         "mean_own_norm_ratio_by_width": means.list("own_norm_ratio")})
-
-
-def requires_no_normalisation(cid, p, study, points) -> None:
-    """The study's models have no normalisation layers (LEWC's logit decay assumes none)."""
-    norms = sorted({q.model.get("norm", "none") for q in points} - {"none"})
-    if norms:
-        raise ConfigError(f"claims.{cid}: LEWC's logit decay λ^D assumes layers without normalisation (a norm layer "
-                          f"re-estimated at every λ rescales each layer); study {study!r} uses model.norm {norms}")
-
-
-@claim(id="logit-norm-decay", paper=PAPER, **WIDTH_CLAIM,
-       statement="Along the plain-average path the logits shrink as LEWC predicts, ‖z(θ_λ)‖ ≈ (λ^D + (1−λ)^D) × the "
-                 "endpoints' norm for D weight layers (which is why the raw loss barrier is large and temperature "
-                 "calibration removes it), and the fitted inverse temperature β undoes the decay: at the widest width "
-                 "the exponent fitted to the logit norms along λ is within half a layer of D, and β(½)·‖z(θ_½)‖ is "
-                 "within a factor 2 of the endpoints' β·‖z‖.",
-       tables=("interpolation",), sweep_key="model.width", multi_study=True, selects=WD,
-       requires=(requires_no_normalisation,),
-       defaults={"method": "identity", "split": "test", "weight_decay": 3.0e-3, "max_exponent_error": 0.5,
-                 "max_log2_compensation_error": 1.0})
-def logit_norm_decay(t: dict, p: dict) -> Outcome:
-    df = select(t["interpolation"], method=p["method"], split=p["split"], weight_decay=p["weight_decay"])
-    need(len(df), f"{p['method']} {p['split']} interpolation rows at weight decay {p['weight_decay']}")
-    layers = {n_weight_layers(a, d) for a, d in zip(df.arch, df.depth)}
-    need(len(layers) == 1, f"one architecture per study, got weight-layer counts {sorted(layers)}")
-    depth = layers.pop()
-    widths = sorted(set(df.width))
-    need(len(widths) >= 2, "interpolation rows at ≥ 2 widths")
-    wide = df[np.isclose(df.width, widths[-1])].assign(scaled=lambda d: d.beta * d.logit_norm)
-    sample, lab = pivot(wide, ["logit_norm", "scaled", "beta"], ["lam"])
-    lams = np.asarray(lab["lam"], dtype=float)
-    need(len(lams) >= 3 and lams[0] == 0 and lams[-1] == 1 and np.any(np.isclose(lams, 0.5)), "a λ grid with 0, ½, 1")
-    mid = lab["lam"][int(np.argmin(np.abs(lams - 0.5)))]  # the λ nearest ½
-
-    def relative(m, column, lam=slice(None)):  # the curve (at lam) relative to the mean of its endpoints
-        return m[column, lam] / (0.5 * (m[column, 0.0] + m[column, 1.0]))
-
-    def to_smaller(m, column):  # relative to the smaller endpoint: LEWC's λ^D + (1−λ)^D needs endpoints of equal
-        # norm; a B without logits of A's size (untrained, collapsed) leaves the curve far above 1, no such decay
-        return m[column] / np.minimum(m[column, 0.0], m[column, 1.0])
-
-    criteria = [
-        Criterion("exponent_error", f"fitted decay exponent D̂ of the mean logit norm along λ relative to the smaller "
-                                    f"endpoint's ({p['split']}, width {widths[-1]:g}) minus LEWC's D = {depth}",
-                  estimate(lambda m: fitted_decay_exponent(lams, to_smaller(m, "logit_norm")) - depth, sample),
-                  "within", p["max_exponent_error"],
-                  "paper: LEWC scales the logits by λ^D + (1−λ)^D; " + source("max_exponent_error")),
-        Criterion("log2_compensation", "log2 of β(½)·‖z(θ_½)‖ over the endpoints' mean β·‖z‖: how far calibration "
-                                       "leaves the midpoint's logit scale from the endpoints'",
-                  estimate(lambda m: np.log2(relative(m, "scaled", mid)), sample), "within",
-                  p["max_log2_compensation_error"],
-                  "paper: temperature calibration undoes the decay; convention: within a factor 2"),
-    ]
-    reported = {"midpoint_norm_ratio": estimate(lambda m: relative(m, "logit_norm", mid), sample),
-                "midpoint_beta_ratio": estimate(lambda m: relative(m, "beta", mid), sample)}
-    means = sample.cells()
-    return Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
-        "width": widths[-1], "weight_layers": depth, "lambdas": lams.tolist(),
-        "mean_norm_ratio_by_lambda": relative(means, "logit_norm").tolist(),
-        "lewc_prediction_by_lambda": lewc_logit_ratio(lams, depth).tolist(),
-        "mean_calibrated_norm_ratio_by_lambda": relative(means, "scaled").tolist()})
 
 
 RETIRED = ("retired: for two independently trained, unaligned models the order of units is arbitrary, so any overlap "

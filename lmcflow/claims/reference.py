@@ -1,0 +1,45 @@
+"""The same-run random-feature reference of the width mechanism claims: their statistic on pairs (A, untrained B).
+
+An untrained B of the same architecture and width is a random-feature model: full-rank weights at their initial
+scale. A wide random ReLU layer keeps angles and its features are non-negative, so the cosines these claims read are
+high for such a B although it has none of the paper's mechanism (low-rank weight-decay weights, reciprocal
+orthogonality). A claim registered with ``reference_partner="untrained"`` therefore reads the study's untrained
+partner pairs (``analysis.null_partners``, kind untrained, at the widest width; ``nulls.split_partners`` indexes
+them by the real seeds) and its headline is its statistic on the real pairs minus the same statistic on those
+pairs, paired by seed (the jackknife drops seed s from both), above 0: real partners take part where random features
+do not. Why this reference and what each null partner gives: docs/claims.md ("Random-feature reference").
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lmcflow.claims.core import need, pivot
+from lmcflow.claims.stats import Estimate, Sample, estimate
+
+REFERENCE_KIND = "untrained"
+REFERENCE_CONTROL = "random-feature partners (untrained B of the same width, same run)"
+
+
+def widest_samples(tables: dict, reference: dict, rows, columns: list, cells: list, widest: float,
+                   seeds) -> tuple[Sample, Sample]:
+    """(real, reference): pair samples of ``columns`` by ``cells`` at the widest width of the real rows and of the
+    reference partner's, built alike (the same pivot of the same selection: identical rows give identical values to
+    the last bit) and indexed by the real ``seeds``. ``rows(tables)``: the claim's own selection (method, arm,
+    layers, λ); raises NoData naming the config key where the study has no such reference rows."""
+    def at_widest(t):
+        df = rows(t) if t.get("layer_metrics") is not None else None
+        return df[np.isclose(df.width.to_numpy(dtype=float), widest)] if df is not None else None
+
+    ref = at_widest(reference)
+    need(ref is not None and len(ref) > 0,
+         f"no pairs with an untrained partner B at the widest width {widest:g}: the headline is measured against the "
+         f"same statistic on the run's random-feature partners; add kind untrained there to the study's "
+         f"analysis.null_partners (kinds: [untrained], at: {{model.width: [{widest:g}]}})")
+    return pivot(at_widest(tables), columns, cells, seeds=seeds)[0], pivot(ref, columns, cells, seeds=seeds)[0]
+
+
+def over_reference(statistic, real: Sample, reference: Sample) -> Estimate:
+    """statistic(real means) − statistic(reference means) with its delete-one-seed jackknife interval (the two
+    samples share their seeds: ``reference_sample``)."""
+    return estimate(lambda m, r: statistic(m) - statistic(r), real, reference)
+
