@@ -8,8 +8,8 @@ thread).
 ``--write-doc`` writes the table into docs/spec-sweep.md between its markers; with names, only their rows are
 replaced (the other builders keep the rows the doc has). ``--cpu-seconds``: the rows give the process's CPU
 seconds, marked "CPU", instead of wall seconds (a sweep that shares the machine with higher-priority work).
-tests/test_spec_sweep.py runs the same ``sweep_one`` (tests/spec_sweep.py) on every builder, the heavy ones under
-the ``slow`` marker.
+tests/test_spec_sweep.py and tests/test_spec_sweep_heavy.py run the same ``sweep_one`` (tests/spec_sweep.py) on
+every builder, the second the heavy ones under the ``slow`` marker.
 """
 from __future__ import annotations
 

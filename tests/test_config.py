@@ -54,6 +54,7 @@ BAD = {
     "even λ grid": (lambda c: c["defaults"]["merge"].update(lambdas=4), ConfigError, "merge.lambdas"),
     "duplicate seeds": (lambda c: c["studies"]["width"].update(seeds=[0, 0, 1]), ConfigError, "distinct"),
     # alignment and mechanism
+    "REPAIR'd method never merged": (lambda c: c["studies"]["width"]["merge"].update(methods=["identity"], repair={"enabled": True, "methods": ["weight_matching"]}), ConfigError, "merge.repair.methods"),
     "unknown merge method": (lambda c: c["studies"]["width"]["merge"].update(methods=["identity", "git_rebasin"]), ConfigError, "git_rebasin"),
     "alignment.at names no setting": (lambda c: c["studies"]["width"]["merge"]["alignment"].update(at={"model.widht": [1.0]}), ConfigError, "model.widht"),
     "alignment.at matches no point": (lambda c: c["studies"]["width"]["merge"]["alignment"].update(at={"model.width": [3.0]}), ConfigError, "matches no point"),

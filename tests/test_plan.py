@@ -74,32 +74,32 @@ def test_null_partners_train_and_run_through_the_pair_jobs(default_plan):
     P = default_plan
     partners = {(p.point, p.partner): p for p in P.grid.study_points("width") if p.partner != "real"}
     assert set(partners) == {(f"width-{w}__weight_decay-0.003__partner-{k}", k)
-                             for w in ("0.0625", "1") for k in ("untrained", "shuffled_labels", "collapsed")}
-    collapsed = partners[("width-1__weight_decay-0.003__partner-collapsed", "collapsed")]
+                             for w in ("0.0625", "0.5") for k in ("untrained", "shuffled_labels", "collapsed")}
+    collapsed = partners[("width-0.5__weight_decay-0.003__partner-collapsed", "collapsed")]
     assert collapsed.seeds == [3000, 3001, 3002, 3003, 3004] and collapsed.train["epochs"] == 5
     assert collapsed.analysis["null_partners"]["collapse_scale"] == 0.1
-    untrained = partners[("width-1__weight_decay-0.003__partner-untrained", "untrained")]
-    shuffled = partners[("width-1__weight_decay-0.003__partner-shuffled_labels", "shuffled_labels")]
+    untrained = partners[("width-0.5__weight_decay-0.003__partner-untrained", "untrained")]
+    shuffled = partners[("width-0.5__weight_decay-0.003__partner-shuffled_labels", "shuffled_labels")]
     assert untrained.seeds == [1000, 1001, 1002, 1003, 1004] and untrained.train["epochs"] == 0
     assert shuffled.seeds == [2000, 2001, 2002, 2003, 2004] and shuffled.train["epochs"] == 5
     assert {k: v for k, v in shuffled.train.items() if k != "epochs"} == \
-        {k: v for k, v in P.grid.points[("width", "width-1__weight_decay-0.003")].train.items() if k != "epochs"}
+        {k: v for k, v in P.grid.points[("width", "width-0.5__weight_decay-0.003")].train.items() if k != "epochs"}
     train = job(P, "train", study="width", group=shuffled.point, block="400")
     assert train.output == [f"work/models/width/{shuffled.point}/bundle-400"]
     assert [p["partner"] for p in P.train.points(train.wc)] == ["shuffled_labels"]  # the train job shuffles
-    assert P.train.points(job(P, "train", study="width", group="grid__width-1", block="0").wc)[0].get(
+    assert P.train.points(job(P, "train", study="width", group="grid__width-0.5", block="0").wc)[0].get(
         "partner") is None  # a real point's params are what they were without null partners
     merge = job(P, "interpolate", study="width", group=untrained.point, blocks="0-200")
-    assert merge.input["bundles"] == ["work/models/width/grid__width-1/bundle-0",
+    assert merge.input["bundles"] == ["work/models/width/grid__width-0.5/bundle-0",
                                       f"work/models/width/{untrained.point}/bundle-200"]
     assert P.grid.block_pairs(merge.wc) == [(a, 1000 + b) for a in range(5) for b in range(5) if a < b]
     (entry,) = P.merge.entries(merge.wc)
     assert entry["methods"] == ["identity", "weight_matching", "random_permutation"]
-    real_bundle = "work/models/width/grid__width-1/bundle-0/width-1__weight_decay-0.003"
+    real_bundle = "work/models/width/grid__width-0.5/bundle-0/width-0.5__weight_decay-0.003"
     assert entry["models"][0][0] == f"{real_bundle}/seed-0.safetensors"
     assert entry["models"][1004][0] == f"work/models/width/{untrained.point}/bundle-200/seed-1004.safetensors"
     align = job(P, "align", study="width", point=shuffled.point, method="weight_matching", blocks="0-400")
-    assert align.input["bundles"] == ["work/models/width/grid__width-1/bundle-0",
+    assert align.input["bundles"] == ["work/models/width/grid__width-0.5/bundle-0",
                                       f"work/models/width/{shuffled.point}/bundle-400"]
     assert job(P, "mechanism", study="width", point=shuffled.point, method="identity", blocks="0-400")
     # the claims read the partner rows from the same study tables; their scale is the real points'

@@ -210,3 +210,20 @@ def test_the_merge_job_writes_plain_and_repaired_curves_side_by_side(tmp_path, d
     assert max(abs(plain["loss"].to_numpy() - repaired["loss"].to_numpy())) < 1e-4
     b = barrier_rows(interp)
     assert {r["repair"] for r in b} == {False, True}
+
+
+def test_repair_methods_choose_which_paths_are_repaired(tmp_path, data_path):  # noqa: F811
+    """merge.repair.methods: only the listed methods' paths get REPAIR'd rows; the others keep their plain ones."""
+    from tests.test_align_jobs import PAIRS, align_and_merge, make_point, planted_pair
+    from lmcflow.jobs.merge import run_merge_block
+    from lmcflow.tables import read_table
+
+    point = make_point(merge_extra={"repair": {"enabled": True, "examples": 300, "methods": ["identity"]}})
+    models, _ = planted_pair(tmp_path, data_path, point)
+    _, _, files = align_and_merge(tmp_path, point, "weight_matching", models, data_path)
+    out = tmp_path / "both.parquet"
+    run_merge_block(point, PAIRS, ["identity", "weight_matching"], models, {"weight_matching": files},
+                    str(data_path), str(out), device="cpu")
+    interp = read_table(out, "interpolation")
+    repaired = interp.groupby("method")["repair"].agg(lambda r: sorted(set(r)))
+    assert repaired.to_dict() == {"identity": [False, True], "weight_matching": [False]}

@@ -1,9 +1,10 @@
 """Derive or refuse, never crash: every classification builder of torchvision.models either derives a spec the
 proof accepts or is refused with lmcflow's message naming each node, its module path and the override; the same
 for recurrent layers, weight and spectral norm (both APIs), shared weights, functional ops in a model's own
-forward and unknown modules. Builders over 12 M parameters (``heavy``, tests/spec_sweep.py) run under the ``slow``
-marker: building and initialising them and the proof's float64 copy take seconds to minutes each on one core
-(docs/spec-sweep.md)."""
+forward and unknown modules. The builders over 12 M parameters (``heavy``, tests/spec_sweep.py) are swept by
+tests/test_spec_sweep_heavy.py under the ``slow`` marker: building them and the proof's float64 copy take seconds
+to a minute each on one core (docs/spec-sweep.md), minutes together, which `pytest -n 2 --dist loadfile` gives one
+worker while the other runs this file (tests/conftest.py, HEAVY_FIRST)."""
 import re
 
 import pytest
@@ -17,10 +18,6 @@ from lmcflow.alignment.graph_axes import UnsupportedGraph
 from tests.spec_sweep import builders, heavy, sweep_one
 
 
-def _cases():
-    return [pytest.param(n, marks=pytest.mark.slow) if heavy(n) else n for n in builders()]
-
-
 def _check_refusal(msg: str) -> None:
     nodes = [line for line in msg.splitlines() if line.startswith("  ") and ": module " in line]
     if "has no group" in msg or "ties two of its axes" in msg:
@@ -31,13 +28,19 @@ def _check_refusal(msg: str) -> None:
         assert re.match(r"  \S+: module \S+.*; override: \{'[^']+': 'fixed'\}", line), line
 
 
-@pytest.mark.parametrize("name", _cases())
-def test_every_torchvision_classifier_derives_a_proven_spec_or_is_refused(name):
-    row = sweep_one(name)  # any exception other than lmcflow's refusal fails the test
+def check_swept(name: str) -> None:
+    """``sweep_one(name)``: a spec the proof accepts, or lmcflow's refusal naming each node and its override; any
+    other exception fails the test."""
+    row = sweep_one(name)
     if row["status"] == "derived":
         assert row["groups"] > 0 and row["residual"] < 1e-8 and 0 < row["coverage"] <= 1
     else:
         _check_refusal(row["message"])
+
+
+@pytest.mark.parametrize("name", [n for n in builders() if not heavy(n)])
+def test_every_small_torchvision_classifier_derives_a_proven_spec_or_is_refused(name):
+    check_swept(name)
 
 
 class _LSTMNet(nn.Module):

@@ -42,6 +42,7 @@ from lmcflow.config.params import (
     mechanism_params,
     merge_methods,
     repairs,
+    repairs_method,
 )
 from lmcflow.config.partners import expand_points
 from lmcflow.config.points import (
@@ -70,6 +71,7 @@ __all__ = [
     "data_shape_key", "deep_merge", "expand_points", "expand_study", "format_value", "get_dotted", "lambda_grid",
     "learning_settings", "mechanism_lambdas", "mechanism_methods", "mechanism_params", "many_sizes", "merge_methods",
     "repairs",
+    "repairs_method",
     "point_matches", "point_value", "resolve_config", "same_value", "seed_pairs", "study_points", "sweep_grids",
     "swept_values",
     "validate_config",

@@ -192,6 +192,11 @@ def check_alignment_semantics(points: dict) -> None:
         if unknown:
             raise ConfigError(f"{where}: analysis.mechanism.methods {unknown} are not in merge.methods "
                               f"{p.merge.get('methods')}; the mechanism reads the merge's aligned pairs")
+        chosen = (p.merge.get("repair") or {}).get("methods") or []
+        unknown = [m for m in chosen if m not in p.merge["methods"] and m not in p.merge["many"]["methods"]]
+        if unknown:
+            raise ConfigError(f"{where}: merge.repair.methods {unknown} are neither in merge.methods "
+                              f"{p.merge.get('methods')} nor in merge.many.methods: they would never be REPAIR'd")
         aligned = [m for m in merge_methods(p) if m != "identity"]
         if (aligned or mechanism_methods(p)) and p.model.get("arch") not in ALIGNABLE_ARCHS and \
                 not (aligned and not mechanism_methods(p) and is_external(p.model.get("arch"))):

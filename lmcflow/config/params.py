@@ -40,6 +40,13 @@ def repairs(point: Point) -> bool:
     return bool(rep.get("enabled")) and point_matches(point, rep.get("at") or {})
 
 
+def repairs_method(point: Point, method: str) -> bool:
+    """Whether the point's paths (and N-way merges) of ``method`` are REPAIR'd: ``repairs`` and the method among
+    ``merge.repair.methods`` (null or absent: every method)."""
+    chosen = (point.merge.get("repair") or {}).get("methods")
+    return repairs(point) and (chosen is None or method in chosen)
+
+
 def many_sizes(point: Point) -> list[int]:
     """N values of the point's N-way merges (``merge.many``): its sizes where ``merge.many.at`` matches a trained
     point, else none; sizes above the point's seed count are dropped."""

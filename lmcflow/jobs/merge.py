@@ -6,7 +6,7 @@ import time
 
 from lmcflow.alignment import aligned_pair, load_alignment_block
 from lmcflow.checkpoints import as_point, load_datasets, load_models
-from lmcflow.config import Point, lambda_grid, repairs
+from lmcflow.config import Point, lambda_grid, repairs, repairs_method
 from lmcflow.evaluation import resolve_device
 from lmcflow.merging import check_same_function, endpoint_outputs, evaluate_path
 from lmcflow.payloads import MergeEntry
@@ -44,7 +44,7 @@ def merge_rows(point: Point, pairs: list, methods: list, models: dict, alignment
     file, alignment rows]}, hash-verified); models with symmetry-breaking layers are interpolated in dense
     form (W_eff). Each model is loaded once. With ``merge.repair.enabled`` every path is evaluated a second time
     with REPAIR at each λ (rows ``repair`` true; its statistics on the first ``merge.repair.examples`` training
-    inputs); REPAIR changes nothing at λ = 0 and 1, so both curves share the endpoints' outputs."""
+    inputs; methods ``merge.repair.methods``); REPAIR changes nothing at λ = 0 and 1, so both curves share the endpoints' outputs."""
     loaded = load_models(models, dev)
     perms = {m: load_alignment_block(point, m, *alignment[m]) for m in methods if m != "identity"}
     lambdas = lambda_grid(int(point.merge["lambdas"]))
@@ -69,7 +69,7 @@ def merge_rows(point: Point, pairs: list, methods: list, models: dict, alignment
                                     f"{point.study}/{point.point} pair ({seed_a},{seed_b}) {method}")
             given = {0.0: ends[seed_a], 1.0: ends[seed_b]}
             fixes = {False: None}
-            if x_repair is not None:
+            if x_repair is not None and repairs_method(point, method):
                 fixes[True] = path_repair(model_a, model_b, x_repair)
             for repaired, fix in fixes.items():
                 path = evaluate_path(model_a, sd_a, sd_b, data, lambdas, **eval_sizes, endpoints=given, repair=fix)

@@ -11,7 +11,7 @@ import torch
 
 from lmcflow.alignment import apply_permutation, permutation_spec, to_dense_form
 from lmcflow.checkpoints import as_point, load_datasets, load_models
-from lmcflow.config import Point, alignment_params, repairs
+from lmcflow.config import Point, alignment_params, repairs, repairs_method
 from lmcflow.evaluation import resolve_device
 from lmcflow.merge_many import align_many, average_states, many_outputs, merge_scores
 from lmcflow.merging import path_inputs
@@ -63,7 +63,7 @@ def merge_many_rows(point: Point, loaded: dict, data) -> list[dict]:
                 states = [apply_permutation(spec, m.state_dict(), p) for m, p in zip(members, perms, strict=True)]
                 merged = average_states(states)
                 variants = {False: merged}
-                if x_rep is not None:
+                if x_rep is not None and repairs_method(point, method):
                     aligned = []
                     for st in states:
                         scratch.load_state_dict(st)

@@ -20,6 +20,7 @@ from lmcflow.config import (
     mechanism_params,
     merge_methods,
     repairs,
+    repairs_method,
 )
 from lmcflow.config.catalog import COHERENCE_DEFAULTS, GAUSSIAN_SUBSPACE_DEFAULTS, TORCHVISION_DATASETS
 from lmcflow.config.partners import REAL
@@ -227,11 +228,12 @@ def interpolate_seconds(points: list, n_pairs: int, data_cfg: dict, rates: dict)
         examples = merge_eval_examples(p, c)
         if p.model.get("norm") == "batchnorm":
             examples += p.merge["bn_reset_size"] or c["n_train"]
-        per_pair = int(p.merge["lambdas"]) * (eval_seconds(c, examples, rates) + 0.02)
+        plain = int(p.merge["lambdas"]) * (eval_seconds(c, examples, rates) + 0.02)
+        repaired = 0.0
         if repairs(p):  # endpoint statistics once, then per λ: the merged model's statistics and a second path
             stats = eval_seconds(c, min(c["n_train"], int(p.merge["repair"]["examples"])), rates)
-            per_pair += 2 * stats + int(p.merge["lambdas"]) * (stats + eval_seconds(c, examples, rates) + 0.02)
-        total += n_pairs * len(merge_methods(p)) * per_pair
+            repaired = 2 * stats + int(p.merge["lambdas"]) * (stats + eval_seconds(c, examples, rates) + 0.02)
+        total += n_pairs * sum(plain + (repaired if repairs_method(p, m) else 0.0) for m in merge_methods(p))
     return total
 
 
@@ -250,7 +252,7 @@ def merge_many_seconds(point, data_cfg: dict, rates: dict) -> float:
         for method in point.merge["many"]["methods"]:
             align = {"identity": 0.0, "weight_matching": MANY_ROUNDS * n, "activation_matching": n - 1}[method]
             per = align * (align_seconds(point, method, 1, data_cfg, rates) if align else 0.0) + evaluate
-            if repairs(point):
+            if repairs_method(point, method):
                 per += (n + 1) * stats + evaluate
             total += subsets * per
     return total
