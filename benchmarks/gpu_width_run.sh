@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The width study at the paper's width on one GPU machine (config/gpu_fmnist_width.yaml: MLP on Fashion-MNIST,
-# x1/16 … x16, 5 seeds, every width claim; ≤ 10 minutes on one H200, see the config's header), and everything a
+# x1/16 … x16, 5 seeds, every width claim; ≈ 10–13 minutes on one H200, see the config's header), and everything a
 # reader needs afterwards copied under OUTDIR:
 #   OUTDIR/tables/*.parquet  claims/*.json  figures/**  provenance.json   the run's results/
 #   OUTDIR/claims.txt        `lmcflow claims` (verdicts beside the paper's numbers)

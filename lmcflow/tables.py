@@ -125,10 +125,14 @@ def read_results(results, kind: str, null_partners: bool = False, repair: bool =
     return pd.concat(frames, ignore_index=True).astype({c: t for c, t in TABLES[kind]})
 
 
-def make_frame(kind: str, rows: list[dict]) -> pd.DataFrame:
+def make_frame(kind: str, rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
+    """The rows (dicts, or a frame: not copied row by row) as the declared columns of table ``kind``, typed."""
     cols = TABLES[kind]
     names = [c for c, _ in cols]
-    df = pd.DataFrame(rows, columns=None if rows else names)
+    if isinstance(rows, pd.DataFrame):
+        df = rows.reset_index(drop=True) if len(rows.columns) else pd.DataFrame(columns=names)
+    else:
+        df = pd.DataFrame(rows, columns=None if rows else names)
     extra = set(df.columns) - set(names)
     if extra:
         raise ValueError(f"table {kind!r}: undeclared columns {sorted(extra)}; declare them in lmcflow.tables")
@@ -140,8 +144,7 @@ def make_frame(kind: str, rows: list[dict]) -> pd.DataFrame:
 
 
 def write_table(path, kind: str, rows_or_df) -> pd.DataFrame:
-    rows = rows_or_df.to_dict("records") if isinstance(rows_or_df, pd.DataFrame) else rows_or_df
-    df = make_frame(kind, rows)
+    df = make_frame(kind, rows_or_df)
     write_parquet(path, df, kind)
     return df
 

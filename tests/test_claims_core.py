@@ -127,7 +127,15 @@ def test_claims_need_their_methods_arms_and_seeds():
     with pytest.raises(ConfigError, match=r"claims.width-merge-accuracy.weight_decay: 0.003 is not a value"):
         check(cfg)
     cfg["claims"] = {k: {**v, "weight_decay": 5e-4} for k, v in cfg["claims"].items()}
+    # the random-feature reference (untrained partners at the widest width) is trained for the 3e-3 arm only
+    with pytest.raises(ConfigError, match=r"claims.lewc: .* untrained \(random-feature\) partner B at the widest "
+                                          r"width 1, which points \['width-1__weight_decay-0.0005'\]"):
+        check(cfg)
+    cfg["studies"]["width"]["analysis"]["null_partners"]["at"]["train.weight_decay"] = [5e-4]
     check(cfg)  # selecting the arm that exists is enough
+    del cfg["studies"]["width"]["analysis"]["null_partners"]
+    with pytest.raises(ConfigError, match=r"add untrained to studies.width.analysis.null_partners.kinds"):
+        check(cfg)
 
 
 def test_width_claims_read_several_studies_identifiability_claims_one():

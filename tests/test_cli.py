@@ -13,7 +13,9 @@ def test_validate_and_points(capsys):
     assert groups["dataset-gs_k8__sigma_f-1"] == groups["kind-standard"] == "grid"
     assert main(["points", "tests/configs/tiny.yaml"]) == 0  # width 0.25 alone; width 1's two weight decays share
     groups = [line.split("group=")[1] for line in capsys.readouterr().out.splitlines()]
-    assert groups == ["width-0.25__weight_decay-0.003", "grid__width-1", "grid__width-1"]
+    # the untrained partners of width 1 (tiny.yaml's random-feature reference) train alone: 0 epochs
+    assert groups == ["width-0.25__weight_decay-0.003", "grid__width-1", "grid__width-1",
+                      "width-1__weight_decay-0.003__partner-untrained"]
 
 
 def test_validate_rejects_bad_config(tmp_path, capsys):

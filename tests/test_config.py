@@ -94,7 +94,9 @@ def test_point_expansion_ids_and_values():
     assert ("width", "width-0.25__weight_decay-0.0001") in pts
     p = pts[("width", "width-0.25__weight_decay-0.0001")]
     assert p.model["width"] == 0.25 and p.train["weight_decay"] == 1e-4 and p.pairs == [(0, 1), (0, 2), (1, 2)]
-    assert len(pts) == 4
+    assert len(pts) == 5  # 4 points and the untrained partners of the widest 3e-3 one (analysis.null_partners)
+    partner = pts[("width", "width-1__weight_decay-0.003__partner-untrained")]
+    assert partner.partner == "untrained" and partner.train["epochs"] == 0 and partner.seeds == [1000, 1001, 1002]
 
 
 def test_snakemake_reports_bad_config_before_any_job(tmp_path):
@@ -130,7 +132,7 @@ def test_sweep_list_unites_grids_in_order():
     check(cfg)
     pts = expand_points(cfg)
     assert [pid for _, pid in pts] == ["width-0.25__weight_decay-0.003", "width-1__weight_decay-0.003",
-                                       "width-1__weight_decay-0.0001"]
+                                       "width-1__weight_decay-0.0001", "width-1__weight_decay-0.003__partner-untrained"]
     assert pts[("width", "width-1__weight_decay-0.0001")].train["weight_decay"] == 1e-4
     # claims that need a key swept over ≥ 2 values count the values of all grids together
     assert swept_values(cfg["studies"]["width"], "train.weight_decay") == [3e-3, 1e-4]

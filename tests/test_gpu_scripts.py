@@ -115,6 +115,7 @@ def test_gpu_width_run_script_on_cpu_with_a_tiny_override(tmp_path):
     study["merge"].update(train_eval_size=500, methods=["identity", "weight_matching"])  # what Table 1 reads
     study["merge"]["alignment"]["at"]["model.width"] = [0.5, 1.0]
     study["analysis"]["mechanism"]["samples"] = 200
+    study["analysis"]["null_partners"]["at"]["model.width"] = [1.0]  # lewc's reference: untrained B at the widest
     # the GPU config's two kinds of point (a bundle of every seed; a model per job); its weak arm adds only jobs
     study["sweep"] = [{"model.width": [0.5], "train.weight_decay": [3.0e-3], "train.bundle": [8]},
                       {"model.width": [1.0], "train.weight_decay": [3.0e-3], "train.bundle": [1]}]

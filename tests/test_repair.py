@@ -214,9 +214,9 @@ def test_the_merge_job_writes_plain_and_repaired_curves_side_by_side(tmp_path, d
 
 def test_repair_methods_choose_which_paths_are_repaired(tmp_path, data_path):  # noqa: F811
     """merge.repair.methods: only the listed methods' paths get REPAIR'd rows; the others keep their plain ones."""
-    from tests.test_align_jobs import PAIRS, align_and_merge, make_point, planted_pair
     from lmcflow.jobs.merge import run_merge_block
     from lmcflow.tables import read_table
+    from tests.test_align_jobs import PAIRS, align_and_merge, make_point, planted_pair
 
     point = make_point(merge_extra={"repair": {"enabled": True, "examples": 300, "methods": ["identity"]}})
     models, _ = planted_pair(tmp_path, data_path, point)

@@ -15,6 +15,8 @@ import numpy as np
 
 from lmcflow.claims.core import need, pivot
 from lmcflow.claims.stats import Estimate, Sample, estimate
+from lmcflow.config import ConfigError, same_value
+from lmcflow.config.partners import REAL, partner_kinds
 
 REFERENCE_KIND = "untrained"
 REFERENCE_CONTROL = "random-feature partners (untrained B of the same width, same run)"
@@ -43,3 +45,17 @@ def over_reference(statistic, real: Sample, reference: Sample) -> Estimate:
     samples share their seeds: ``reference_sample``)."""
     return estimate(lambda m, r: statistic(m) - statistic(r), real, reference)
 
+
+def requires_reference_partner(cid, p, study, points) -> None:
+    """Every point of the claim's weight-decay arm at its widest width trains untrained partners (the reference)."""
+    arm = [q for q in points if q.partner == REAL and same_value(q.train["weight_decay"], p["weight_decay"])]
+    if not arm:
+        return  # requires_mechanism names the missing arm
+    widest = max(float(q.model["width"]) for q in arm)
+    missing = [q.point for q in arm if same_value(float(q.model["width"]), widest)
+               and REFERENCE_KIND not in partner_kinds(q)]
+    if missing:
+        raise ConfigError(f"claims.{cid}: its headline is measured against pairs with an untrained (random-feature) "
+                          f"partner B at the widest width {widest:g}, which points {missing} of study {study!r} do "
+                          f"not train: add untrained to studies.{study}.analysis.null_partners.kinds and that width "
+                          f"to its at (e.g. at: {{model.width: [{widest:g}]}})")

@@ -14,6 +14,7 @@ from lmcflow.claims.reference import (
     REFERENCE_CONTROL,
     REFERENCE_KIND,
     over_reference,
+    requires_reference_partner,
     widest_samples,
 )
 from lmcflow.claims.stats import estimate, slope, trend_axis
@@ -44,7 +45,7 @@ NULL_SOURCE = "null: the same cosine with the pairing of samples between A and B
                  "exceeds the LLFC form cos(f_l(θ_λ), λ f_l(θ_A) + (1−λ) f_l(θ_B)) (layers l ≥ 2; "
                  "the LEWC cosine of A with a random perturbation of A as far away as B is reported beside it).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
-       requires=(requires_mechanism("weight_decay", lam=False, interior=True),),
+       requires=(requires_mechanism("weight_decay", lam=False, interior=True), requires_reference_partner),
        reference_partner=REFERENCE_KIND,
        defaults={**MECH, "min_layer": 2, "min_gain_over_random_features": 0.0, "min_gain_over_shuffled": 0.5,
                  "min_gap_over_llfc": 0.0, "trend_from_width": 1.0})
@@ -108,7 +109,8 @@ def lewc(t: dict, p: dict, ref: dict) -> Outcome:
                  "it rises with width over the upper part of the grid, and it is not below the same cosine for "
                  "unrelated inputs (the sample pairing of A and B shuffled).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
-       requires=(requires_mechanism("weight_decay"),), reference_partner=REFERENCE_KIND,
+       requires=(requires_mechanism("weight_decay"), requires_reference_partner),
+       reference_partner=REFERENCE_KIND,
        defaults={**MECH, "lam": 0.5, "min_layer": 1, "min_net_excess_over_random_features": 0.0,
                  "min_net_excess": 0.0, "max_shortfall_vs_shuffled": 0.05, "trend_from_width": 1.0})
 def weak_additivity(t: dict, p: dict, ref: dict) -> Outcome:
@@ -266,7 +268,8 @@ def low_rank(t: dict, p: dict) -> Outcome:
                  "cos((W_A + W_B)(z_A + z_B), W_A z_A + W_B z_B) is no lower than each model gives with a randomly "
                  "relabelled copy of itself (layers l ≥ 2).",
        tables=("layer_metrics",), sweep_key="model.width", multi_study=True, selects=WD,
-       requires=(requires_mechanism("weight_decay"),), reference_partner=REFERENCE_KIND,
+       requires=(requires_mechanism("weight_decay"), requires_reference_partner),
+       reference_partner=REFERENCE_KIND,
        defaults={**MECH, "lam": 0.5, "min_layer": 2, "min_own_input_cos_over_random_features": 0.0,
                  "min_own_input_cos": float(1 / np.sqrt(2)), "max_shortfall_vs_permuted": 0.05,
                  "trend_from_width": 1.0})

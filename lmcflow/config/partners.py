@@ -33,7 +33,8 @@ def null_partner_params(point: Point) -> dict:
 def partner_kinds(point: Point) -> list[str]:
     """The null-partner kinds a real point trains (none where ``at`` does not match or the point is untrained)."""
     np_ = null_partner_params(point)
-    if point.partner != REAL or not np_["kinds"] or int(point.train["epochs"]) == 0:
+    # epochs compared as given: the schema's check of a swept value ("train.epochs: 'ten' …") runs after this
+    if point.partner != REAL or not np_["kinds"] or point.train["epochs"] == 0:
         return []
     return list(np_["kinds"]) if point_matches(point, np_["at"]) else []
 

@@ -44,7 +44,8 @@ def merge_rows(point: Point, pairs: list, methods: list, models: dict, alignment
     file, alignment rows]}, hash-verified); models with symmetry-breaking layers are interpolated in dense
     form (W_eff). Each model is loaded once. With ``merge.repair.enabled`` every path is evaluated a second time
     with REPAIR at each λ (rows ``repair`` true; its statistics on the first ``merge.repair.examples`` training
-    inputs; methods ``merge.repair.methods``); REPAIR changes nothing at λ = 0 and 1, so both curves share the endpoints' outputs."""
+    inputs; methods ``merge.repair.methods``); REPAIR changes nothing at λ = 0 and 1, so both curves share the
+    endpoints' outputs."""
     loaded = load_models(models, dev)
     perms = {m: load_alignment_block(point, m, *alignment[m]) for m in methods if m != "identity"}
     lambdas = lambda_grid(int(point.merge["lambdas"]))
