@@ -87,10 +87,11 @@ def test_gpu_width_run_plans_the_gpu_config(tmp_path):
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     plan = (tmp_path / "out/plan.txt").read_text()
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", plan, re.MULTILINE))
-    # 9 bundled points (x1/16 … x8, x1/16 weak: the two x1/16 arms one grid group) + 10 single x16 models;
-    # x16: 10 pair jobs per arm; mechanism per point
-    assert counts["train"] == "18" and counts["interpolate"] == "28" and counts["mechanism"] == "29"
-    assert counts["align"] == "22" and counts["claim"] == "12" and counts["paper_table1"] == "1"
+    # 9 bundled points (x1/16 … x8, x1/16 weak: the two x1/16 arms one grid group) + 10 single x16 models
+    # + 5 untrained x16 partners (the random-feature reference); x16: 10 pair jobs per arm and 10 with the
+    # untrained partners; mechanism per point and per untrained pair; alignment: two methods per x16 null pair
+    assert counts["train"] == "23" and counts["interpolate"] == "38" and counts["mechanism"] == "39"
+    assert counts["align"] == "42" and counts["claim"] == "12" and counts["paper_table1"] == "1"
     summary = (tmp_path / "out/summary.txt").read_text()
     assert "step plan: rc=0" in summary and "PLAN_ONLY" in summary
 
