@@ -128,10 +128,9 @@ def test_claim_with_null_partners_as_models_b_is_not_supported(cid, kind):
 
 # what keeps each claim from being supported with null models B (criterion names of lmcflow/claims/*.py): a null
 # partner at chance fails the endpoint gate of every claim that reads barriers or merged models (untrained ones too:
-# an untrained model among trained ones is checked), except the regression task's (a finite loss is all it checks)
+# an untrained model among trained ones is checked; the regression task's by R², its fit against the mean predictor)
 EXPECTED_FAILING = {
     **{cid: "endpoint gate" for cid, c in REGISTRY.items() if c.gate_endpoints},
-    "subspace-coherence": "trend",  # the midpoint barrier does not fall with ν when B is useless
     "sigma-f-identity": "normalized_at_matched_max",  # a useless B is not A up to permutation
     # two useless networks: an untrained one has no training to converge, a shuffled-label one is still fitting noise
     # (the broken network's higher loss alone would pass fit_drop: the convergence gate is what stops them)
@@ -142,7 +141,7 @@ EXPECTED_FAILING = {
 # the headline criterion of each identifiability pair claim (its first): what a useless partner must fail on its own,
 # whatever the endpoint gate says
 HEADLINE = {"sigma-f-identity": "normalized_at_matched_max", "sigma-f-unaligned-barrier": "trend",
-            "intrinsic-dimension-lmc": "trend", "subspace-coherence": "trend"}
+            "intrinsic-dimension-lmc": "trend", "subspace-coherence": "connected_at_max_nu"}
 
 
 @pytest.mark.parametrize(("cid", "kind"), [(cid, kind) for cid in HEADLINE for kind in KINDS])

@@ -17,6 +17,7 @@ from lmcflow.claims.identifiability import (
     requires_sigma_values,
 )
 from lmcflow.claims.stats import MIN_SEEDS, estimate, slope, spearman, trend_axis
+from lmcflow.claims.thresholds import source
 from lmcflow.config import ConfigError
 from lmcflow.metrics import relative_accuracy_barrier
 
@@ -216,25 +217,38 @@ def requires_unmasked_arm(cid, p, study, points) -> None:
 
 
 @claim(id="subspace-coherence", paper=PAPER, gate_endpoints=True,
-       statement="With F = 0 and only a random mask, the unaligned midpoint barrier falls over the whole ν grid as "
-                 "the subspace coherence ν of the inputs rises from 0.1 to 1, faster than that of the same network "
-                 "without the mask, fitting the data as well, on the same ν grid (the mask, not easier data, lowers "
-                 "the barrier).",
+       statement="With F = 0 and only a random mask, two unaligned networks are linearly connected at the highest "
+                 "subspace coherence ν of the grid (their midpoint explains as much of the target variance as the "
+                 "better of them, within 0.05), and the unaligned midpoint barrier falls over the whole ν grid as ν "
+                 "rises from 0.1 to 1, faster than that of the same network without the mask, fitting the data as "
+                 "well, on the same ν grid (the mask, not easier data, lowers the barrier).",
        tables=("coherence",), sweep_key="dataset", requires=(requires_analysis("coherence"), requires_unmasked_arm),
        defaults={"barrier": "regression_midpoint_barrier", "method": "identity", "split": "test", "embedding": None,
-                 "control_max_r2_gap": ARM_MARGIN})
+                 "control_max_r2_gap": ARM_MARGIN, "max_midpoint_r2_loss": ARM_MARGIN})
 def subspace_coherence(t: dict, p: dict) -> Outcome:
     # embedding None: every embedding (exact copies, random tight frames) and outer seed of the study pooled per ν
     df = select(t["coherence"], split=p["split"], method=p["method"], embedding=p["embedding"])
     need(len(df), f"coherence rows (split {p['split']!r}, method {p['method']!r}, embedding {p['embedding']!r})")
     df = df.assign(arm=lambda d: np.where(d.symmetry == "standard", "unmasked", "masked"))
-    sample, lab = pivot(df, [p["barrier"]], ["arm", "nu"])
+    need({"loss_mid", "baseline_mse"} <= set(df.columns), "coherence rows with loss_mid and baseline_mse (the "
+         "midpoint's and the mean predictor's MSE): recompute the coherence table")
+    # the fraction of the target variance the midpoint explains less than the better endpoint does: relative to the
+    # endpoints, so a useless partner B (its MSE the baseline's or worse) cannot make a pair look connected, as the
+    # authors' barrier against the worse endpoint lets it
+    df = df.assign(midpoint_r2_loss=(df.loss_mid - np.minimum(df.loss_a, df.loss_b)) / df.baseline_mse)
+    sample, lab = pivot(df, [p["barrier"], "midpoint_r2_loss"], ["arm", "nu"])
     nus = lab["nu"]
     need(len(nus) >= 2, "fewer than 2 ν values")
     need(lab["arm"] == ["masked", "unmasked"], "coherence rows of the masked and the unmasked (standard) network")
     x, _ = trend_axis(nus)
     barrier = p["barrier"]
+    top = nus[-1]
     criteria = [
+        Criterion("connected_at_max_nu", f"the masked network's midpoint (λ = ½, unaligned) R² below its better "
+                                         f"endpoint's at the highest ν ({top:g}): (MSE(θ½) − min endpoint MSE) / "
+                                         f"the mean predictor's MSE",
+                  estimate(lambda m: m["midpoint_r2_loss", "masked", top], sample), "<", p["max_midpoint_r2_loss"],
+                  source("max_midpoint_r2_loss")),
         Criterion("trend", f"slope of the mean {p['barrier']} of the masked network against log2 ν over all "
                            f"{len(nus)} values", estimate(lambda m: slope(x, m[barrier, "masked"]), sample), "<", 0.0,
                   "paper: higher coherence makes the mask break the symmetry (lower unaligned barrier)", kind="trend"),
@@ -247,11 +261,15 @@ def subspace_coherence(t: dict, p: dict) -> Outcome:
     ]
     reported = {"drop_min_to_max_nu": estimate(lambda m: m[barrier, "masked", nus[0]] - m[barrier, "masked", nus[-1]],
                                                sample),
-                "unmasked_trend": estimate(lambda m: slope(x, m[barrier, "unmasked"]), sample)}
+                "unmasked_trend": estimate(lambda m: slope(x, m[barrier, "unmasked"]), sample),
+                "unmasked_midpoint_r2_loss_at_max_nu": estimate(lambda m: m["midpoint_r2_loss", "unmasked", top],
+                                                                sample)}
     means = sample.cells()
     out = Outcome(criteria, sample.n_seeds, sample.n_pairs, reported, {
         "nu": nus, "mean_barrier_by_nu": means.list(barrier, "masked"),
         "mean_unmasked_barrier_by_nu": means.list(barrier, "unmasked"),
+        "mean_midpoint_r2_loss_by_nu": means.list("midpoint_r2_loss", "masked"),
+        "mean_unmasked_midpoint_r2_loss_by_nu": means.list("midpoint_r2_loss", "unmasked"),
         "spearman_log2_nu_vs_barrier": spearman(x, means[barrier, "masked"])})
     # the unmasked control must fit the data as well as the masked network: the endpoints' fraction of the target
     # variance explained (the pair rows' endpoint losses against the mean predictor's, ``baseline_mse``)

@@ -1,4 +1,5 @@
-"""Where every threshold and gate of the width claims comes from, in one place.
+"""Where every threshold and gate of the width claims (and subspace-coherence's headline) comes from, in one
+place.
 
 Each entry: a claim parameter (``claims.<id>.<name>`` in a config) -> (kind, the reason in words). Kinds: ``paper``
 (the paper's statement, usually a sign), ``analytic`` (a reference computed from a model of unrelated parts, e.g.
@@ -69,6 +70,10 @@ SOURCES = {
     "max_exponent_error": ("analytic", "half a layer: the fitted exponent is nearer LEWC's D than either neighbour "
                                        "D - 1, D + 1"),
     "max_log2_compensation_error": ("convention", "a factor 2"),
+    "max_midpoint_r2_loss": ("convention", "linearly connected: the unaligned midpoint explains the target variance "
+                                           "within 0.05 of its better endpoint (R², the endpoint gate's tolerance "
+                                           "endpoint_max_drop); against the better endpoint, so a useless partner "
+                                           "cannot meet it"),
     "trend_from_width": ("convention", "trends over the upper part of the grid, from x1 up (the two widest widths "
                                        "where fewer lie there): the narrow end cannot carry them"),
 }
