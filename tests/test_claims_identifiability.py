@@ -172,12 +172,11 @@ def test_default_config_sweeps_the_untrained_arm_and_a_converging_tradeoff():
     check(cfg)
     assert cfg["studies"]["intrinsic_dim"]["sweep"]["train.epochs"][0] == 0
     assert REGISTRY["intrinsic-dimension"].defaults["epochs"] == 0
-    # every σ_F arm converged by the trade-off's convention at 30 epochs on the 5k subset (3x128, cosine: measured);
-    # the trade-off's arms train as the σ_F study's do but for a step schedule (cosine annealing left the standard
-    # network's loss falling 0.016 nats over the last fifth: measured)
+    # every σ_F arm converged by the convergence gate's convention at 30 epochs on the 5k subset (3x128, a step
+    # schedule: measured; cosine annealing left the loss falling up to 0.023 nats over the last fifth)
     assert cfg["studies"]["sigma_f_tradeoff"]["train"]["epochs"] >= 30
-    tradeoff = dict(cfg["studies"]["sigma_f_tradeoff"]["train"])
-    assert tradeoff.pop("schedule") == "step" and cfg["studies"]["sigma_f"]["train"] == tradeoff
+    assert cfg["studies"]["sigma_f"]["train"]["schedule"] == "step"
+    assert cfg["studies"]["sigma_f"]["train"] == cfg["studies"]["sigma_f_tradeoff"]["train"]
     sigmas = cfg["studies"]["sigma_f"]["sweep"]["model.symmetry.sigma_f"]
     assert sigmas[0] == 0 and sigmas[1] <= 0.03 and sigmas[-1] >= 10 and len(sigmas) >= 7  # the transition, on one grid
     for name in ("sigma_f", "sigma_f_tradeoff", "intrinsic_dim", "coherence", "width"):

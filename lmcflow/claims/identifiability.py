@@ -101,7 +101,7 @@ def _matched(df, runs, p):
 
 
 # --------------------------------------------------------------------------- claims
-@claim(id="sigma-f-identity", paper=PAPER,
+@claim(id="sigma-f-identity", paper=PAPER, converged=True,
        statement="As σ_F grows the identity permutation's activation-matching objective rises to near the optimal "
                  "one, while the networks still train as well as the σ_F = 0 control; at σ_F = 0 it is near the "
                  "level of a random permutation.",
@@ -149,7 +149,7 @@ def relative_drop(df: pd.DataFrame, metric: str) -> pd.Series:
     return -100.0 * df[metric] if metric == "relative_accuracy_barrier" else df[metric]
 
 
-@claim(id="sigma-f-unaligned-barrier", paper=PAPER, gate_endpoints=True,
+@claim(id="sigma-f-unaligned-barrier", paper=PAPER, converged=True, gate_endpoints=True,
        statement="The barrier between independently trained W-asymmetric models without alignment, relative to "
                  "their accuracy, falls as σ_F grows, over the σ_F values whose networks train as well as the "
                  "σ_F = 0 control.",

@@ -27,7 +27,7 @@ def _swap_arm(df, epochs: int):
                  ["sigma_f", "data_k"], unit="seed")
 
 
-@claim(id="intrinsic-dimension", paper=PAPER,
+@claim(id="intrinsic-dimension", paper=PAPER, converged=True,
        statement="With σ_F = 1 on gaussian_subspace data the low tail of the swap costs, relative to the neurons' "
                  "own realization costs, moves up over the whole k grid as the data's intrinsic dimension k grows "
                  "(cheap swaps become rarer: neurons become identifiable), in untrained networks (the paper's "
@@ -142,7 +142,7 @@ def unmatched_reason(gaps: list[dict], grid: str, control: str, margin: float, w
             "networks that learned different amounts")
 
 
-@claim(id="intrinsic-dimension-lmc", paper=PAPER, gate_endpoints=True,
+@claim(id="intrinsic-dimension-lmc", paper=PAPER, converged=True, gate_endpoints=True,
        statement="With σ_F = 1 on gaussian_subspace data the unaligned interpolation of two trained W-MLPs loses "
                  "less accuracy over the whole k grid as the data's intrinsic dimension k grows, faster than the "
                  "same networks with σ_F = 0 (mask only), trained as well, do (the paper: a relative accuracy drop "
@@ -216,7 +216,7 @@ def requires_unmasked_arm(cid, p, study, points) -> None:
                           f"datasets {lacking} lack one (sweep model.symmetry.kind over [w_asymmetric, standard])")
 
 
-@claim(id="subspace-coherence", paper=PAPER, gate_endpoints=True,
+@claim(id="subspace-coherence", paper=PAPER, converged=True, gate_endpoints=True,
        statement="With F = 0 and only a random mask, two unaligned networks are linearly connected at the highest "
                  "subspace coherence ν of the grid (their midpoint explains as much of the target variance as the "
                  "better of them, within 0.05), and the unaligned midpoint barrier falls over the whole ν grid as ν "
