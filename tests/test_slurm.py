@@ -68,6 +68,10 @@ FULL = os.environ.get("LMCFLOW_SLURM_TEST_FULL") == "1"
 MAX_TIME = int(os.environ.get("LMCFLOW_SLURM_MAX_TIME", "10"))
 TABLES = ("runs", "interpolation", "barriers")
 SUBSET = 12000  # training images of the trimmed config's dataset
+# The executor polls squeue after init seconds, then 10 s later each time no job has finished (up to 180 s): with the
+# profile's 5 s a chain of seconds-long jobs waits 15-25 s per link. 1 s (the plugin's least) only shortens those
+# waits; every other option is the profile's.
+FAST_POLL = ("--slurm-init-seconds-before-status-checks", "1")
 
 # Columns that legitimately differ between a SLURM and a local run. (String columns
 # holding an absolute path into the run directory are dropped as well.) Everything
@@ -232,7 +236,7 @@ def runs(slurm_cluster, tmp_path_factory):
     slurm = _Run("slurm", wd["slurm"], configfile, targets,
                  "--profile", str(REPO / "profiles/slurm"),
                  # no retries hiding failures; localrules on all cores
-                 "--retries", "0", "--local-cores", str(os.cpu_count() or 1))
+                 "--retries", "0", "--local-cores", str(os.cpu_count() or 1), *FAST_POLL)
     # niced: the SLURM jobs get the CPUs when they need them, the local run fills the gaps
     local = _Run("local", wd["local"], configfile, targets, "--profile", str(REPO / "profiles/local"),
                  nice=19)
@@ -362,7 +366,7 @@ def test_tables_equal_local_run(runs):
     assert compared_numeric > 0
 
 
-EPOCHS = 40  # ~0.2-1 s each on the subset: time to see a few epochs of both train jobs and cancel them mid-training
+EPOCHS = 20  # ~0.2-1 s each on the subset: time to see epoch 3 of both train jobs and cancel them mid-training
 POLL_S = 0.2  # the test's own polling: it cancels within a fraction of an epoch of seeing epoch 3
 
 
@@ -423,7 +427,7 @@ def test_maxtime_split_and_cancelled_training_resumes(runs, tmp_path):
     # the data the SLURM run of `runs` prepared (resume_config keeps trimmed_config's data section; file times
     # kept), so this test's SLURM jobs are its train jobs (LMCFLOW_SLURM_TEST_FULL: another file, prepared here)
     shutil.copytree(runs["slurm"] / "work/data", workdir / "work/data", ignore=shutil.ignore_patterns("raw"))
-    args = ("--profile", str(REPO / "profiles/slurm"), "--retries", "0")
+    args = ("--profile", str(REPO / "profiles/slurm"), "--retries", "0", *FAST_POLL)
     target = ["results/tables/runs.parquet"]
     first = _Run("slurm (cancelled)", workdir, configfile, target, *args)
     deadline = time.monotonic() + RUN_TIMEOUT
