@@ -10,12 +10,9 @@ CORES  ?= all
 
 .PHONY: reproduce reproduce-evidence evidence-vendor-neutral test lint data report clean-work
 
-# --no-compile: pip would byte-compile every module of torch and its CUDA packages (2026-12-05, fresh venv, same
-# machine: install 130 s with, 93 s without); Python compiles what is imported on first use instead (the first
-# `import torch, torchvision, snakemake, pandas, scipy, lmcflow.cli` 14.0 s against 5.3 s, once per venv).
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile -e '.[test,slurm,query,dev]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,slurm,query,dev]'
 	touch $(STAMP)
 
 # Fashion-MNIST from Debian's package where we may install it; otherwise torchvision
