@@ -13,8 +13,9 @@ timeout; a cluster that does not come up fails the test, it never hangs it.
 Scale: every SLURM job pays ~20-25 s of wrapper start-up on a 2-CPU machine (the
 executor runs a snakemake inside the job, which runs another one under srun, each
 parsing the workflow) and the node has as many slots as the machine has cores,
-and the executor's status polls back off (5, 20, 45, 80 s ... after a submission),
-so by default both runs use a *trimmed* copy
+and the executor's status polls back off (5, 20, 45, 80 s ... after a submission; the
+SLURM runs here cap them at 2 s apart, tests/slurm/snakemake_prompt_status.py), so by
+default both runs use a *trimmed* copy
 of tests/configs/tiny.yaml: its first study with 3 seeds in bundles of 2 on a 12,000-image Fashion-MNIST subset, the
 first value of every sweep key, the first merge method, no alignment/analysis blocks and no claims (5 SLURM jobs:
 prepare_data, 2 x train, 2 x interpolate). Targets are the tables the SLURM jobs feed:
@@ -72,6 +73,9 @@ SUBSET = 12000  # training images of the trimmed config's dataset
 # profile's 5 s a chain of seconds-long jobs waits 15-25 s per link. 1 s (the plugin's least) only shortens those
 # waits; every other option is the profile's.
 FAST_POLL = ("--slurm-init-seconds-before-status-checks", "1")
+# The SLURM runs' snakemake: the same, with the executor's checks at most 2 s apart instead of 10 s more after each
+# check that saw no job finish (tests/slurm/snakemake_prompt_status.py): each job's end is seen within seconds.
+SLURM_SNAKEMAKE = (sys.executable, str(SLURM_DIR / "snakemake_prompt_status.py"))
 
 # Columns that legitimately differ between a SLURM and a local run. (String columns
 # holding an absolute path into the run directory are dropped as well.) Everything
@@ -169,9 +173,9 @@ class _Run:
     """One snakemake process writing its output to <label>.snakemake.txt beside its working folder."""
 
     def __init__(self, label: str, workdir: Path, configfile: Path, targets: list[str], *args: str,
-                 nice: int = 0):
+                 nice: int = 0, snakemake: tuple[str, ...] = (str(SNAKEMAKE),)):
         self.label, self.workdir = label, workdir
-        self.cmd = [str(SNAKEMAKE), *targets, "--snakefile", str(REPO / "Snakefile"),
+        self.cmd = [*snakemake, *targets, "--snakefile", str(REPO / "Snakefile"),
                     "--configfile", str(configfile), "--directory", str(workdir), *args]
         if nice:
             self.cmd = ["nice", "-n", str(nice), *self.cmd]
@@ -236,7 +240,8 @@ def runs(slurm_cluster, tmp_path_factory):
     slurm = _Run("slurm", wd["slurm"], configfile, targets,
                  "--profile", str(REPO / "profiles/slurm"),
                  # no retries hiding failures; localrules on all cores
-                 "--retries", "0", "--local-cores", str(os.cpu_count() or 1), *FAST_POLL)
+                 "--retries", "0", "--local-cores", str(os.cpu_count() or 1), *FAST_POLL,
+                 snakemake=SLURM_SNAKEMAKE)
     # niced: the SLURM jobs get the CPUs when they need them, the local run fills the gaps
     local = _Run("local", wd["local"], configfile, targets, "--profile", str(REPO / "profiles/local"),
                  nice=19)
@@ -366,7 +371,7 @@ def test_tables_equal_local_run(runs):
     assert compared_numeric > 0
 
 
-EPOCHS = 20  # ~0.2-1 s each on the subset: time to see epoch 3 of both train jobs and cancel them mid-training
+EPOCHS = 12  # ~0.2-1 s each on the subset: 9 epochs after epoch 3 to cancel both train jobs mid-training
 POLL_S = 0.2  # the test's own polling: it cancels within a fraction of an epoch of seeing epoch 3
 
 
@@ -429,7 +434,7 @@ def test_maxtime_split_and_cancelled_training_resumes(runs, tmp_path):
     shutil.copytree(runs["slurm"] / "work/data", workdir / "work/data", ignore=shutil.ignore_patterns("raw"))
     args = ("--profile", str(REPO / "profiles/slurm"), "--retries", "0", *FAST_POLL)
     target = ["results/tables/runs.parquet"]
-    first = _Run("slurm (cancelled)", workdir, configfile, target, *args)
+    first = _Run("slurm (cancelled)", workdir, configfile, target, *args, snakemake=SLURM_SNAKEMAKE)
     deadline = time.monotonic() + RUN_TIMEOUT
     epoch_re = re.compile(rf"\[bundle\] epoch (\d+)/{EPOCHS}")
     cancelled: set[Path] = set()
@@ -455,7 +460,7 @@ def test_maxtime_split_and_cancelled_training_resumes(runs, tmp_path):
     before = {log: (max(map(int, epoch_re.findall(log.read_text()))), log.read_text()) for log in cancelled}
     assert all(last < EPOCHS for last, _ in before.values()), {k: v[0] for k, v in before.items()}
     limits = _squeue(run_id, "%l")
-    second = _Run("slurm (resumed)", workdir, configfile, target, *args)
+    second = _Run("slurm (resumed)", workdir, configfile, target, *args, snakemake=SLURM_SNAKEMAKE)
     while time.monotonic() < deadline + RUN_TIMEOUT and not second.poll():
         time.sleep(POLL_S)
     second.result()
