@@ -87,8 +87,10 @@ if [ "${PLAN_ONLY:-0}" = "1" ]; then note "PLAN_ONLY: nothing run"; exit "$statu
 # 3. the run (resumable: an interrupted run is completed by the next one)
 t0=$SECONDS
 step run "$run_timeout" "${run_snake[@]}" --cores "$cores" --rerun-incomplete --keep-going
+run_rc=$?
 note "run wall time: $((SECONDS - t0)) s (limit $run_timeout s)"
-"${run_snake[@]}" --unlock > /dev/null 2>&1 || true  # a run killed at the timeout leaves a lock behind
+# a run killed at the timeout leaves a lock behind; one that finished released it (unlocking reads the workflow anew)
+[ "$run_rc" -eq 0 ] || "${run_snake[@]}" --unlock > /dev/null 2>&1 || true
 
 # 4. what it produced, whatever its status
 results="$workdir/results"
