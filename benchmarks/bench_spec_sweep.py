@@ -4,16 +4,22 @@ to derive and prove (random init, num_classes 10, a batch of 2 at the smallest i
 thread).
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_spec_sweep.py [--write-doc] [--cpu-seconds] [names...]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_spec_sweep.py --structure
+
 
 ``--write-doc`` writes the table into docs/spec-sweep.md between its markers; with names, only their rows are
 replaced (the other builders keep the rows the doc has). ``--cpu-seconds``: the rows give the process's CPU
 seconds, marked "CPU", instead of wall seconds (a sweep that shares the machine with higher-priority work).
-tests/test_spec_sweep.py and tests/test_spec_sweep_heavy.py run the same ``sweep_one`` (tests/spec_sweep.py) on
-every builder, the second the heavy ones under the ``slow`` marker.
+``--structure`` records what each builder is built of (``structure_of``, about a minute, no proof) in
+tests/data/spec_sweep_structure.json, from which CI picks the heavy builders it sweeps (``swept_in_ci``): record it
+again when torchvision changes. tests/test_spec_sweep.py and tests/test_spec_sweep_heavy.py run the same
+``sweep_one`` (tests/spec_sweep.py), the first on every builder up to 12 M parameters, the second on the smallest
+heavier builder of each structure (all of them with ``LMCFLOW_FULL_SPEC_SWEEP=1``); this script sweeps them all.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import sys
 from pathlib import Path
@@ -22,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.spec_sweep
 
-from tests.spec_sweep import DOC, builders, sweep_one, table  # noqa: E402
+from tests.spec_sweep import DOC, STRUCTURE, builders, measured_structure, sweep_one, table  # noqa: E402
 
 BEGIN, END = "<!-- spec-sweep:begin -->", "<!-- spec-sweep:end -->"
 
@@ -42,8 +48,13 @@ def main() -> None:
     ap.add_argument("names", nargs="*")
     ap.add_argument("--write-doc", action="store_true")
     ap.add_argument("--cpu-seconds", action="store_true")
+    ap.add_argument("--structure", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.structure:
+        STRUCTURE.write_text(json.dumps(measured_structure(builders()), indent=1, sort_keys=True) + "\n")
+        print(f"wrote {STRUCTURE}")
+        return
     rows = []
     for name in args.names or builders():
         try:
@@ -51,7 +62,7 @@ def main() -> None:
         except Exception as err:  # a crash is a bug: reported here, failed by tests/test_spec_sweep.py
             rows.append({"name": name, "status": "CRASH", "coverage": None, "residual": None, "groups": 0,
                          "seconds": 0.0, "cpu_seconds": 0.0, "message": f"{type(err).__name__}: {err}", "params": 0,
-                         "input": (0, 0)})
+                         "input": (0, 0), "structure": []})
         r = rows[-1]
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux; the process's peak so far
         print(f"{name}: {r['status']} {r['seconds']:.2f}s ({r['cpu_seconds']:.2f} CPU-s), peak RSS so far "

@@ -22,10 +22,10 @@ torch.set_num_threads(1)
 # and a workflow run on the other worker (snakemake --cores 2) fills the core it leaves idle.
 SHARED_RUNS = {"tests/test_workflow.py": "tiny_run", "tests/test_recovery.py": "small_run",
                "tests/test_reproducibility.py": "small_run", "tests/test_compare.py": "small_run"}
-HEAVY_FIRST = ("tests/test_slurm.py", "small_run", "tests/test_spec_sweep_heavy.py", "tiny_run",
+HEAVY_FIRST = ("tests/test_slurm.py", "small_run", "tiny_run",
                "tests/test_portable_bits.py", "tests/test_faults.py", "tests/test_workflow_identifiability.py",
                "tests/test_gpu_scripts.py", "tests/test_incremental_seeds.py", "tests/test_incremental.py",
-               "tests/test_verify.py", "tests/test_replicates.py")
+               "tests/test_verify.py", "tests/test_spec_sweep_heavy.py", "tests/test_replicates.py")
 
 
 def work_unit(nodeid: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import re
 import time
 from pathlib import Path
@@ -76,11 +77,59 @@ def build(name: str):
         return torchvision.models.get_model(name, weights=None, num_classes=10, **kw), (3, size, size)
 
 
+STRUCTURE = Path(__file__).resolve().parent / "data" / "spec_sweep_structure.json"
+
+
+def structure_of(model: torch.nn.Module) -> list[str]:
+    """What a builder is built of, without its depth and widths: each module's class (``module.qualname``), a
+    convolution's also by how it groups its channels (grouped and depthwise convolutions keep channels in order,
+    which the derivation sees); sorted, once each."""
+    kinds = set()
+    for m in model.modules():
+        kind = f"{type(m).__module__}.{type(m).__qualname__}"
+        if isinstance(m, torch.nn.modules.conv._ConvNd) and m.groups > 1:
+            kind += " depthwise" if m.groups == m.in_channels == m.out_channels else " grouped"
+        kinds.add(kind)
+    return sorted(kinds)
+
+
+def measured_structure(names: list[str]) -> dict[str, list[str]]:
+    """``structure_of`` each builder, built as the sweep builds it (one at a time; about a minute for all)."""
+    out = {}
+    for name in names:
+        model, _ = build(name)
+        out[name] = structure_of(model)
+        del model
+        gc.collect()
+    return out
+
+
+def recorded_structure() -> dict[str, list[str]]:
+    """``measured_structure`` of every builder as recorded in tests/data (``bench_spec_sweep.py --structure``)."""
+    return json.loads(STRUCTURE.read_text())
+
+
+def params(name: str) -> int:
+    """torchvision's recorded parameter count (1000 classes; nothing is built)."""
+    return torchvision.models.get_model_weights(name).DEFAULT.meta["num_params"]
+
+
+def swept_in_ci(name: str) -> bool:
+    """CI sweeps every builder up to HEAVY_PARAMS and, of the heavier ones, each that is the smallest builder of its
+    recorded structure: a stratified sample, one per structure, since the larger builders of a structure repeat its
+    blocks at other depths and widths and cost minutes together. The full sweep (docs/spec-sweep.md, recorded with
+    ``bench_spec_sweep.py``; ``LMCFLOW_FULL_SPEC_SWEEP=1`` runs it as tests) covers the rest."""
+    if not heavy(name):
+        return True
+    rec = recorded_structure()
+    return min((n for n in rec if rec[n] == rec[name]), key=params) == name
+
+
 def sweep_one(name: str) -> dict:
     """{name, status: derived | refused, coverage, residual, groups, seconds, cpu_seconds (this process's CPU time:
-    the work itself, whatever else holds the machine), message}; any other exception
-    propagates (a crash is a bug). The model is freed before it returns (its traced graph holds it in a reference
-    cycle, which only the garbage collector breaks): the sweep holds one model at a time."""
+    the work itself, whatever else holds the machine), message, params, input, structure (``structure_of``)}; any
+    other exception propagates (a crash is a bug). The model is freed before it returns (its traced graph holds it
+    in a reference cycle, which only the garbage collector breaks): the sweep holds one model at a time."""
     try:
         return _sweep_one(name)
     finally:
@@ -89,6 +138,7 @@ def sweep_one(name: str) -> dict:
 
 def _sweep_one(name: str) -> dict:
     model, shape = build(name)
+    kinds = structure_of(model)
     n_params = sum(p.numel() for p in model.parameters())
     t0, c0 = time.perf_counter(), time.process_time()
     try:
@@ -96,11 +146,12 @@ def _sweep_one(name: str) -> dict:
     except UnsupportedGraph as err:
         return {"name": name, "status": "refused", "coverage": None, "residual": None, "groups": 0,
                 "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "message": str(err),
-                "params": n_params, "input": shape}
+                "params": n_params, "input": shape, "structure": kinds}
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     return {"name": name, "status": "derived", "coverage": coverage(spec, shapes), "residual": spec.proof_residual,
             "groups": len(spec.groups), "seconds": time.perf_counter() - t0,
-            "cpu_seconds": time.process_time() - c0, "message": "", "params": n_params, "input": shape}
+            "cpu_seconds": time.process_time() - c0, "message": "", "params": n_params, "input": shape,
+            "structure": kinds}
 
 
 def _why(msg: str) -> str:
@@ -115,12 +166,12 @@ def _why(msg: str) -> str:
     return first.split(";")[0][:110]
 
 
-HEAVY_PARAMS = 12e6  # builders above this (torchvision's recorded count) run under the slow marker
+HEAVY_PARAMS = 12e6  # builders above this (torchvision's recorded count) are swept by test_spec_sweep_heavy.py
 
 
 def heavy(name: str) -> bool:
     """Over HEAVY_PARAMS parameters by torchvision's recorded count (1000 classes; nothing is built)."""
-    return torchvision.models.get_model_weights(name).DEFAULT.meta["num_params"] > HEAVY_PARAMS
+    return params(name) > HEAVY_PARAMS
 
 
 def table(rows: list[dict], cpu_seconds: bool = False) -> str:
@@ -131,7 +182,7 @@ def table(rows: list[dict], cpu_seconds: bool = False) -> str:
     lines = ["| model | CI | result | groups | coverage | proof residual (fp64) | seconds |",
              "|---|---|---|---|---|---|---|"]
     for name in builders():
-        ci = "slow" if heavy(name) else "default"
+        ci = ("heavy" if swept_in_ci(name) else "full sweep") if heavy(name) else "default"
         r = by_name.get(name)
         if r is None:
             lines.append(f"| `{name}` | {ci} | not run | - | - | - | - |")

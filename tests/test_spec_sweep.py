@@ -2,9 +2,8 @@
 proof accepts or is refused with lmcflow's message naming each node, its module path and the override; the same
 for recurrent layers, weight and spectral norm (both APIs), shared weights, functional ops in a model's own
 forward and unknown modules. The builders over 12 M parameters (``heavy``, tests/spec_sweep.py) are swept by
-tests/test_spec_sweep_heavy.py under the ``slow`` marker: building them and the proof's float64 copy take seconds
-to a minute each on one core (docs/spec-sweep.md), minutes together, which `pytest -n 2 --dist loadfile` gives one
-worker while the other runs this file (tests/conftest.py, HEAVY_FIRST)."""
+tests/test_spec_sweep_heavy.py: building them and the proof's float64 copy take seconds to a minute each on one
+core (docs/spec-sweep.md), so CI sweeps the smallest of each structure there."""
 import re
 
 import pytest
@@ -15,7 +14,7 @@ from torch.nn.utils import parametrizations, spectral_norm, weight_norm
 
 from lmcflow.alignment.derive import derived_spec
 from lmcflow.alignment.graph_axes import UnsupportedGraph
-from tests.spec_sweep import builders, heavy, sweep_one
+from tests.spec_sweep import builders, heavy, recorded_structure, sweep_one
 
 
 def _check_refusal(msg: str) -> None:
@@ -30,8 +29,11 @@ def _check_refusal(msg: str) -> None:
 
 def check_swept(name: str) -> None:
     """``sweep_one(name)``: a spec the proof accepts, or lmcflow's refusal naming each node and its override; any
-    other exception fails the test."""
+    other exception fails the test. The builder is built of what tests/data/spec_sweep_structure.json records,
+    from which the heavy builders in CI are picked."""
     row = sweep_one(name)
+    assert row["structure"] == recorded_structure()[name], \
+        f"{name} is built of other modules than recorded: run benchmarks/bench_spec_sweep.py --structure"
     if row["status"] == "derived":
         assert row["groups"] > 0 and row["residual"] < 1e-8 and 0 < row["coverage"] <= 1
     else:
