@@ -420,12 +420,6 @@ def test_maxtime_split_and_cancelled_training_resumes(runs, tmp_path):
     from lmcflow.plan.summary import planned_jobs
 
     cfg = resume_config(yaml.safe_load(TINY.read_text()))
-    plan = Plan(_resolved(cfg))
-    assert len(plan.grid.groups) == 2, plan.grid.groups  # the grid group of two points was split to fit MaxTime
-    assert max(j.request.runtime for j in planned_jobs(plan)) <= MAX_TIME
-    unsplit = Plan(_resolved({**cfg, "cluster": {**cfg["cluster"], "max_runtime": None}}))
-    assert len(unsplit.grid.groups) == 1 and max(j.request.runtime for j in planned_jobs(unsplit)) > MAX_TIME
-
     configfile = tmp_path / "resume.yaml"
     configfile.write_text(yaml.safe_dump(cfg))
     workdir = tmp_path / "run"
@@ -439,6 +433,12 @@ def test_maxtime_split_and_cancelled_training_resumes(runs, tmp_path):
     epoch_re = re.compile(rf"\[bundle\] epoch (\d+)/{EPOCHS}")
     cancelled: set[Path] = set()
     try:
+        # the plans, checked while the first run starts its SLURM jobs (seconds in which the test only waits)
+        plan = Plan(_resolved(cfg))
+        assert len(plan.grid.groups) == 2, plan.grid.groups  # the grid group of two points was split to fit MaxTime
+        assert max(j.request.runtime for j in planned_jobs(plan)) <= MAX_TIME
+        unsplit = Plan(_resolved({**cfg, "cluster": {**cfg["cluster"], "max_runtime": None}}))
+        assert len(unsplit.grid.groups) == 1 and max(j.request.runtime for j in planned_jobs(unsplit)) > MAX_TIME
         while time.monotonic() < deadline and not first.poll() and len(cancelled) < 2:
             for log in sorted((workdir / "logs/train").rglob("bundle-*.log")):
                 if log in cancelled or max(map(int, epoch_re.findall(log.read_text())), default=0) < 3:
