@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from lmcflow.config.schema import fill_defaults, load_schema
+from lmcflow.config.schema import fill_defaults, load_schema, schema_validator
 from lmcflow.errors import ConfigError
 
 POINT_BLOCKS = ("model", "train", "merge", "analysis")
@@ -38,11 +38,10 @@ def validate_config(cfg: dict, source: str = "config") -> dict:
             f"{source}: a config must name at least one study under `studies:` (and, optionally, `claims:` about "
             f"them); config/config.yaml shows the form and config/README.md documents every key. A config file "
             f"replaces the default's studies and claims; paths, device, threads and data fall back to the default's")
-    try:
-        jsonschema.validate(cfg, load_schema())
-    except jsonschema.ValidationError as err:
+    err = jsonschema.exceptions.best_match(schema_validator().iter_errors(cfg))  # as jsonschema.validate picks
+    if err is not None:
         key = err.json_path.removeprefix("$").removeprefix(".") or "(top level)"
-        raise ConfigError(f"{source}: {key}: {err.message}") from None
+        raise ConfigError(f"{source}: {key}: {err.message}")
     bad = next(non_finite(cfg), None)
     if bad is not None:  # JSON Schema's bounds let NaN through (every comparison with it is false), and ±inf
         raise ConfigError(f"{source}: {bad[0]}: {bad[1]!r} is not a finite number; every number in a config is")

@@ -19,6 +19,23 @@ def load_schema() -> dict:
     return yaml.safe_load(SCHEMA_PATH.read_text())
 
 
+@functools.cache
+def schema_validator(block: str | None = None):
+    """The jsonschema validator of the whole config (``block`` None) or of one point block's definition, made once
+    per process. The schema is checked against its metaschema once, as a whole (its block definitions with it):
+    ``jsonschema.validate`` checks it again on every call, about 0.1 CPU-s each, six times in a plan's making."""
+    import jsonschema  # ~60 ms of import: jobs that only rebuild Points from dicts never validate
+
+    root = load_schema()
+    if block is None:
+        cls = jsonschema.validators.validator_for(root)
+        cls.check_schema(root)
+        return cls(root)
+    schema_validator()  # the check of the whole schema, this block's definition included
+    schema = {"$defs": root["$defs"], **root["$defs"][block]}
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
 def _resolve_ref(sub: dict, root: dict) -> dict:
     """A sub-schema with its ``$ref`` (``#/$defs/name``) inlined; local keys (e.g. ``default``) win."""
     while isinstance(sub, dict) and "$ref" in sub:
