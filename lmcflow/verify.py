@@ -176,10 +176,11 @@ class _Checker:
     def __init__(self, v: Verification):
         self.v = v
         self.tables_seen: set[Path] = set()
+        self.workdir = v.workdir.resolve()
 
     def rel(self, path: Path) -> str:
         try:
-            return str(path.resolve().relative_to(self.v.workdir.resolve()))
+            return str(path.resolve().relative_to(self.workdir))
         except ValueError:
             return str(path)
 
@@ -214,7 +215,7 @@ class _Checker:
             self.problem(path, f"not a readable lmcflow table ({type(err).__name__}: {_short(err)})", rule)
 
     def table_content(self, path: Path, rule: str) -> None:
-        table = pq.read_table(str(path))
+        table = pq.read_table(str(path))  # as readers get it: not ParquetFile.read, which takes other metadata
         meta = table.schema.metadata or {}
         version = meta.get(SCHEMA_VERSION_KEY)
         if version is None:
@@ -237,7 +238,8 @@ class _Checker:
         if pandas_sha is not None and hashlib.sha256(meta.get(b"pandas", b"")).hexdigest() != pandas_sha.decode():
             self.problem(path, "its pandas metadata (column names and types as readers see them) differs from the "
                                "hash recorded when the workflow wrote it", rule)
-        table.to_pandas()  # what every reader of the table does
+        # what every reader of the table does; in this thread: a pool costs more CPU than a few-row table's columns
+        table.to_pandas(use_threads=False)
 
     def hashed_files(self, table_path: Path, kind: str, path_col: str, hash_col: str, rule: str) -> None:
         if not table_path.exists():
@@ -246,7 +248,7 @@ class _Checker:
         if any(p.path == self.rel(table_path) for p in self.v.problems):
             return  # a damaged table's paths and hashes are no record: its files are checked once it is rebuilt
         try:
-            df = pq.read_table(str(table_path), columns=[path_col, hash_col]).to_pandas()
+            df = pq.read_table(str(table_path), columns=[path_col, hash_col]).to_pandas(use_threads=False)
             files = list(dict.fromkeys(zip(df[path_col], df[hash_col], strict=True)))
             paths = [self.resolve(recorded) for recorded, _ in files]
         except DAMAGE as err:

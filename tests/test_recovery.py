@@ -85,16 +85,22 @@ def expected_rule(path: str) -> str:
     return {".safetensors": "align" if path.startswith("work/align") else "train", ".json": "claim"}[p.suffix]
 
 
-def same_content(path: Path, original: bytes) -> bool:
-    """What a reader gets from the file equals what it got from the original."""
+def read_content(path: Path, data: bytes):
+    """What a reader gets from a file holding ``data`` (``path`` names its kind)."""
+    if path.suffix == ".json":
+        return json.loads(data)
+    if path.suffix == ".parquet":
+        return pq.read_table(io.BytesIO(data)).to_pandas()
+    return data
+
+
+def same_content(path: Path, original) -> bool:
+    """What a reader gets from the file equals ``original``, what it got from the undamaged file."""
     try:
-        if path.suffix == ".json":
-            return json.loads(path.read_bytes()) == json.loads(original)
-        if path.suffix == ".parquet":
-            return pq.read_table(path).to_pandas().equals(pq.read_table(io.BytesIO(original)).to_pandas())
+        content = read_content(path, path.read_bytes())
+        return content.equals(original) if path.suffix == ".parquet" else content == original
     except Exception:  # noqa: BLE001 -- unreadable is not the same content
         return False
-    return path.read_bytes() == original
 
 
 def test_verify_reports_every_flipped_byte_and_never_raises(run):
@@ -104,6 +110,7 @@ def test_verify_reports_every_flipped_byte_and_never_raises(run):
     flips = 0
     for f in files:
         path, original = wd / f, before[f]
+        original_content = read_content(path, original)  # read once: the flips below compare with it
         st = path.stat()
         n = len(original)
         hashed = f.endswith(".safetensors")  # any changed byte changes its SHA-256: a few offsets suffice
@@ -120,7 +127,7 @@ def test_verify_reports_every_flipped_byte_and_never_raises(run):
             if mine:
                 assert all(p.rule == expected_rule(f) for p in mine), (f, offset, mine)
             else:
-                assert result.ok and same_content(path, original), (f, offset, result.problems)
+                assert result.ok and same_content(path, original_content), (f, offset, result.problems)
         path.write_bytes(original)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert verify(wd / "results").ok and flips > 400
@@ -166,10 +173,9 @@ def test_deleting_a_damaged_checkpoint_and_rerunning_snakemake_rebuilds_it(run, 
     (wd / NARROW_CHECKPOINT).unlink()
     status, out = verify_cli(wd, config)
     assert status == 1 and out.startswith(f"{NARROW_CHECKPOINT}: missing"), out
-    planned = run_snakemake(config, wd, "-n")
-    trained = re.findall(r"rule train:\n(?:.*\n)*?\s+wildcards: (.*)", planned)
-    assert trained == ["study=width, group=width-0.25, block=0"], planned[-2000:]
-    run_snakemake(config, wd)
+    rerun = run_snakemake(config, wd)  # its log names each job it ran, as a dry run (-n) names each it would run
+    trained = re.findall(r"rule train:\n(?:.*\n)*?\s+wildcards: (.*)", rerun)
+    assert trained == ["study=width, group=width-0.25, block=0"], rerun[-2000:]
     assert verify_cli(wd, config)[0] == 0
     assert_rebuilt_identically(wd, before)
     assert "Nothing to be done" in run_snakemake(config, wd, "-n")
