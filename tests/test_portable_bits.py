@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,8 @@ NEUTRAL_HASHES = REPO / "tests/data/vendor_neutral_hashes.json"
 NEUTRAL = ("--config", "cpu_kernels=vendor_neutral")
 TABLES = ("runs", "alignment", "interpolation", "barriers")
 TRAIN_ONLY = ("results/tables/runs.parquet",)
+MODELS_ONLY = ("work/models/width/width-0.25/bundle-0", "work/models/width/width-1/bundle-0")
+DATA = "work/data/fmnist_small.safetensors"
 ALL_TARGETS = tuple(f"results/tables/{t}.parquet" for t in TABLES)
 # An AVX2-only CPU as each library sees it (the variables portable mode sets, set from outside).
 EMULATED_AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
@@ -52,6 +55,15 @@ def run_workflow(workdir: Path, targets, outer_env: dict, *args: str) -> None:
            "--configfile", str(CONFIG), "--directory", str(workdir), "--cores", "2", *targets, *args]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+def with_prepared_data(run: Path, workdir: Path) -> Path:
+    """``workdir`` holding the prepared dataset of a full run (with its file time): the runs that compare only
+    checkpoints start at training. The data is the same bits in every mode and environment (both committed
+    records hold one hash for it), and the full run has checked it."""
+    (workdir / DATA).parent.mkdir(parents=True)
+    shutil.copy2(run / DATA, workdir / DATA)
+    return workdir
 
 
 def hashes(workdir: Path) -> dict[str, str]:
@@ -90,21 +102,38 @@ def committed() -> dict:
     return data["hashes_by_vendor"][vendor]
 
 
-def test_portable_run_matches_committed_hashes(tmp_path):
+@pytest.fixture(scope="module")
+def portable_run(tmp_path_factory) -> Path:
+    """The portable run under a hostile environment (its data is what the checkpoint-only runs read)."""
+    committed()  # skips, before the run, where there is no record to compare with
+    workdir = tmp_path_factory.mktemp("portable")
+    run_workflow(workdir, ALL_TARGETS, HOSTILE)
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def vendor_neutral_run(tmp_path_factory) -> Path:
+    """The vendor_neutral run under a hostile environment."""
+    committed_vendor_neutral()
+    workdir = tmp_path_factory.mktemp("vendor_neutral")
+    run_workflow(workdir, ALL_TARGETS, HOSTILE, *NEUTRAL)
+    return workdir
+
+
+def test_portable_run_matches_committed_hashes(portable_run):
     """Every output as committed, though the user's environment asks each library for other kernels."""
     expected = committed()
-    run_workflow(tmp_path, ALL_TARGETS, HOSTILE)
-    got = hashes(tmp_path)
+    got = hashes(portable_run)
     assert sorted(got) == sorted(expected)
     differ = [f for f in expected if got[f] != expected[f]]
     assert not differ, f"portable outputs differ from {HASHES.name}: {differ}"
-    runs = pd.read_parquet(tmp_path / "results/tables/runs.parquet")
+    runs = pd.read_parquet(portable_run / "results/tables/runs.parquet")
     assert set(runs["cpu_kernels"]) == {"portable"} and set(runs["cpu_capability"]) == {"AVX2"}
 
 
-def test_emulated_avx2_cpu_gives_the_committed_checkpoints(tmp_path):
+def test_emulated_avx2_cpu_gives_the_committed_checkpoints(portable_run, tmp_path):
     expected = committed()
-    run_workflow(tmp_path, TRAIN_ONLY, EMULATED_AVX2)
+    run_workflow(with_prepared_data(portable_run, tmp_path), MODELS_ONLY, EMULATED_AVX2)
     got = hashes(tmp_path)
     models = [f for f in got if f.startswith("work/models/")]
     assert len(models) == 6
@@ -133,24 +162,23 @@ def committed_vendor_neutral() -> dict:
     return data["hashes"]
 
 
-def test_vendor_neutral_run_matches_committed_hashes(tmp_path):
+def test_vendor_neutral_run_matches_committed_hashes(vendor_neutral_run):
     """vendor_neutral gives one set of bits for Intel and AMD: the committed hashes hold on this CPU, whatever its
     vendor, under a hostile environment; MKL_ENABLE_INSTRUCTIONS=SSE4_2 in it caps MKL below this CPU's ISA."""
     expected = committed_vendor_neutral()
-    run_workflow(tmp_path, ALL_TARGETS, HOSTILE, *NEUTRAL)
-    got = hashes(tmp_path)
+    got = hashes(vendor_neutral_run)
     assert sorted(got) == sorted(expected)
     assert [f for f in expected if got[f] != expected[f]] == []
-    runs = pd.read_parquet(tmp_path / "results/tables/runs.parquet")
+    runs = pd.read_parquet(vendor_neutral_run / "results/tables/runs.parquet")
     assert set(runs["cpu_kernels"]) == {"vendor_neutral"} and set(runs["cpu_capability"]) == {"DEFAULT"}
 
 
-def test_vendor_neutral_bits_do_not_depend_on_the_isa_ceiling(tmp_path):
+def test_vendor_neutral_bits_do_not_depend_on_the_isa_ceiling(vendor_neutral_run, tmp_path):
     """An AVX2-only CPU emulated (MKL's ceiling AVX2; the committed record had none, this CPU's widest): the same
     checkpoints. What differs between Intel and AMD besides ISA is MKL's vendor dispatch, which its COMPATIBLE
     branch does not take (docs/reproducibility.md says what this machine could and could not check)."""
     expected = committed_vendor_neutral()
-    run_workflow(tmp_path, TRAIN_ONLY, EMULATED_AVX2, *NEUTRAL)
+    run_workflow(with_prepared_data(vendor_neutral_run, tmp_path), MODELS_ONLY, EMULATED_AVX2, *NEUTRAL)
     got = hashes(tmp_path)
     models = [f for f in got if f.startswith("work/models/")]
     assert len(models) == 6 and {f: got[f] for f in models} == {f: expected[f] for f in models}
