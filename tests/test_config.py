@@ -242,3 +242,11 @@ def test_job_params_do_not_depend_on_the_key_order_of_the_config():
     assert repr(a.job_dict("model", "train")) == repr(b.job_dict("model", "train"))
     assert list(canonical({"b": {"y": 1, "x": [{"d": 0, "c": 1}]}, "a": 2})) == ["a", "b"]
     assert canonical({"b": {"y": 1, "x": [{"d": 0, "c": 1}]}})["b"]["x"] == [{"c": 1, "d": 0}]
+
+
+def test_the_schema_loads_as_the_pure_python_safe_loader_reads_it():
+    """load_schema uses libyaml's loader for speed; the defaults it fills in (their key order too: job params are
+    compared by their text) must be those of yaml.safe_load."""
+    from lmcflow.config.schema import SCHEMA_PATH, load_schema
+
+    assert repr(load_schema()) == repr(yaml.safe_load(SCHEMA_PATH.read_text()))
