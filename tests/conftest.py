@@ -21,11 +21,12 @@ torch.set_num_threads(1)
 # workers finish together. The SLURM file goes first although others cost more CPU: it mostly waits on the cluster,
 # and a workflow run on the other worker (snakemake --cores 2) fills the core it leaves idle.
 SHARED_RUNS = {"tests/test_workflow.py": "tiny_run", "tests/test_recovery.py": "small_run",
-               "tests/test_reproducibility.py": "small_run", "tests/test_compare.py": "small_run"}
+               "tests/test_reproducibility.py": "small_run", "tests/test_compare.py": "small_run",
+               "tests/test_incremental.py": "incremental_run", "tests/test_incremental_seeds.py": "incremental_run"}
 HEAVY_FIRST = ("tests/test_slurm.py", "small_run", "tiny_run",
                "tests/test_portable_bits.py", "tests/test_faults.py", "tests/test_workflow_identifiability.py",
-               "tests/test_gpu_scripts.py", "tests/test_incremental_seeds.py", "tests/test_incremental.py",
-               "tests/test_verify.py", "tests/test_spec_sweep_heavy.py", "tests/test_replicates.py")
+               "tests/test_gpu_scripts.py", "incremental_run", "tests/test_verify.py", "tests/test_spec_sweep_heavy.py",
+               "tests/test_replicates.py")
 
 
 def work_unit(nodeid: str) -> str:
@@ -112,6 +113,44 @@ def small_run(small_config_file, tmp_path_factory):
         run_snakemake(small_config_file, wd, timeout=1800)  # a failure here fails three files
     finally:
         os.umask(old)
+    return wd
+
+
+# The config of ``incremental_run``: four seeds in one bundle of four, so that a fifth seed opens bundle 1
+# (tests/test_incremental.py) and a run of seeds 0-2 plus seed 3 fills bundle 0 the way this run trained it whole
+# (tests/test_incremental_seeds.py). Bundles are kept when seeds are added only on the CPU with one train thread;
+# weight matching's align jobs run at width 0.5 only, the point test_incremental_seeds repeats.
+INCREMENTAL = {
+    "paths": {"results": "results", "work": "work", "logs": "logs"},
+    "device": "cpu",
+    "threads": {"train": 1, "merge": 1},
+    "data": {"search_paths": [str(FMNIST_DIR)], "download": False, "val_size": 1000,
+             "subsets": {"fmnist_small": {"base": "fashion_mnist", "n_train": 2000}}},  # a DAG, not arithmetic
+    "defaults": {
+        "model": {"base_width": 16},
+        "train": {"epochs": 1, "batch_size": 512, "bundle": 4, "lr": 0.05},
+        "merge": {"lambdas": 3, "train_eval_size": 1000},
+    },
+    "studies": {"width": {
+        "dataset": "fmnist_small",
+        "seeds": [0, 1, 2, 3],
+        "merge": {"methods": ["identity", "weight_matching"], "alignment": {"at": {"model.width": [0.5]}}},
+        "analysis": {"mechanism": {"methods": ["identity"], "samples": 200, "lambdas": [0.25, 0.5]}},
+        "sweep": {"model.width": [0.5, 1.0]},  # the claim compares widths
+    }},
+    "claims": {"width-merge-accuracy": {"study": "width"}},
+}
+
+
+@pytest.fixture(scope="session")
+def incremental_run(tmp_path_factory):
+    """``INCREMENTAL``, run once per session (every target): the finished run that the files of SHARED_RUNS
+    share. test_incremental dry-runs changed configs on it; test_incremental_seeds compares a run that adds seed 3
+    with it, the straight run of all four seeds."""
+    wd = tmp_path_factory.mktemp("incremental_run")
+    path = wd / "base.yaml"
+    path.write_text(yaml.safe_dump(INCREMENTAL))
+    run_snakemake(path, wd)
     return wd
 
 

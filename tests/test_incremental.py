@@ -9,29 +9,11 @@ import re
 import pytest
 import yaml
 
-from tests.conftest import run_snakemake
+from tests.conftest import INCREMENTAL, run_snakemake
 
 pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
 
-BASE = {
-    "paths": {"results": "results", "work": "work", "logs": "logs"},
-    "device": "cpu",
-    "data": {"search_paths": ["/usr/share/datasets/fashion-mnist"], "download": False, "val_size": 1000,
-             "subsets": {"fmnist_small": {"base": "fashion_mnist", "n_train": 2000}}},  # a DAG, not arithmetic
-    "defaults": {
-        "model": {"base_width": 16},
-        "train": {"epochs": 1, "batch_size": 512, "bundle": 3, "lr": 0.05},
-        "merge": {"lambdas": 3, "train_eval_size": 1000},
-    },
-    "studies": {"width": {
-        "dataset": "fmnist_small",
-        "seeds": [0, 1, 2],
-        "merge": {"methods": ["identity", "weight_matching"]},
-        "analysis": {"mechanism": {"methods": ["identity"], "samples": 200, "lambdas": [0.25, 0.5]}},
-        "sweep": {"model.width": [0.5, 1.0]},
-    }},
-    "claims": {"width-merge-accuracy": {"study": "width"}},
-}
+BASE = INCREMENTAL  # four seeds, bundles of four, two widths
 
 
 def planned_jobs(output: str) -> list[tuple[str, dict]]:
@@ -58,24 +40,21 @@ def rules(jobs) -> set:
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    wd = tmp_path_factory.mktemp("incremental")
-    path = wd / "base.yaml"
-    path.write_text(yaml.safe_dump(BASE))
-    run_snakemake(path, wd)
-    assert dry_run(wd, BASE) == []  # nothing left to do
-    return wd
+def finished_run(incremental_run):
+    """The session's run of BASE: the dry runs here write only their config file into it."""
+    assert dry_run(incremental_run, BASE) == []  # nothing left to do
+    return incremental_run
 
 
 def test_adding_a_seed_trains_only_its_bundle_and_merges_only_new_pairs(finished_run):
     cfg = copy.deepcopy(BASE)
-    cfg["studies"]["width"]["seeds"] = [0, 1, 2, 3]  # seed 3 opens bundle 1 (bundle size 3)
+    cfg["studies"]["width"]["seeds"] = [0, 1, 2, 3, 4]  # seed 4 opens bundle 1 (bundle size 4)
     jobs = dry_run(finished_run, cfg)
     trained = [wc for r, wc in jobs if r == "train"]
-    assert trained and all(wc["block"] == "1" for wc in trained)  # bundle 0 (seeds 0-2) is not retrained
+    assert trained and all(wc["block"] == "1" for wc in trained)  # bundle 0 (seeds 0-3) is not retrained
     for rule in ("interpolate", "align", "mechanism"):
         blocks = {wc["blocks"] for r, wc in jobs if r == rule}
-        assert blocks == {"0-1"}, (rule, blocks)  # pairs (0,3), (1,3), (2,3) only
+        assert blocks == {"0-1"}, (rule, blocks)  # pairs (0,4), (1,4), (2,4), (3,4) only
     assert "prepare_data" not in rules(jobs)
 
 

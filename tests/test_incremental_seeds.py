@@ -1,6 +1,7 @@
 """Adding a seed keeps the finished bundles where a model's bits do not depend on its bundle-mates
 (``lmcflow.plan.kept``): only the new seed trains and only its new pairs are merged, and the checkpoints and
-tables equal a straight run with every seed, byte for byte."""
+tables equal a straight run with every seed (the session's ``incremental_run``, at the point both have), byte for
+byte."""
 import copy
 import shutil
 from pathlib import Path
@@ -12,31 +13,20 @@ import yaml
 from lmcflow.plan import Plan
 from lmcflow.plan.kept import keeps_bundles
 from lmcflow.tables import RUN_SPECIFIC_COLUMNS
-from tests.conftest import run_snakemake
+from tests.conftest import INCREMENTAL, run_snakemake
 from tests.test_incremental import planned_jobs
 
 pytestmark = [pytest.mark.slow, pytest.mark.fmnist]
 
-CFG = {
-    "paths": {"results": "results", "work": "work", "logs": "logs"},
-    "device": "cpu",
-    "threads": {"train": 1, "merge": 1},
-    "data": {"search_paths": ["/usr/share/datasets/fashion-mnist"], "download": False, "val_size": 1000,
-             "subsets": {"fmnist_small": {"base": "fashion_mnist", "n_train": 2000}}},
-    "defaults": {
-        "model": {"base_width": 16},
-        "train": {"epochs": 1, "batch_size": 512, "bundle": 5, "lr": 0.05},
-        "merge": {"lambdas": 3, "train_eval_size": 1000},
-    },
-    "studies": {"width": {"dataset": "fmnist_small", "seeds": [0, 1, 2],
-                          "merge": {"methods": ["identity", "weight_matching"]},
-                          "sweep": {"model.width": [0.5]}}},
-}
+POINT = "width-0.5"  # the point of the runs here: of the session's run, the incremental runs repeat this one
 
 
 def with_seeds(seeds):
-    cfg = copy.deepcopy(CFG)
-    cfg["studies"]["width"]["seeds"] = seeds
+    """The session's config at width 0.5 alone (no claim: the width claim needs two widths) with ``seeds``: the
+    point's jobs are those of the session's run, which trains every seed of it in one bundle (the straight run)."""
+    cfg = copy.deepcopy(INCREMENTAL)
+    cfg["studies"]["width"].update(seeds=seeds, sweep={"model.width": [0.5]})
+    cfg["claims"] = {}
     return cfg
 
 
@@ -52,20 +42,25 @@ def run(workdir: Path, cfg: dict, *args) -> str:
 
 
 def checkpoints(workdir: Path) -> dict[int, bytes]:
-    """{seed: checkpoint bytes} of every model of the study, wherever its bundle lies."""
-    return {int(f.stem.split("-")[1]): f.read_bytes() for f in (workdir / "work/models/width").rglob("*.safetensors")}
+    """{seed: checkpoint bytes} of every model of POINT, wherever its bundle lies."""
+    models = workdir / "work/models/width" / POINT
+    return {int(f.stem.split("-")[1]): f.read_bytes() for f in models.rglob("*.safetensors")}
 
 
 def table(workdir: Path, kind: str, drop=()) -> pd.DataFrame:
+    """The rows of POINT in a result table, without the columns that differ between runs (and ``drop``)."""
     df = pd.read_parquet(workdir / f"results/tables/{kind}.parquet")
+    df = df[df.point == POINT]
+    assert len(df), (workdir, kind)
     df = df.drop(columns=[c for c in (*RUN_SPECIFIC_COLUMNS.get(kind, ()), *drop) if c in df.columns])
     return df.sort_values(list(df.columns)).reset_index(drop=True)
 
 
-def test_adding_a_seed_to_a_bundle_keeps_its_models(tmp_path):
-    incremental, straight = tmp_path / "incremental", tmp_path / "straight"
-    incremental.mkdir()
-    straight.mkdir()
+def test_adding_a_seed_to_a_bundle_keeps_its_models(tmp_path, incremental_run):
+    straight = incremental_run  # seeds 0-3 trained as one bundle of four (bundle size 4)
+    incremental = tmp_path / "incremental"
+    # the same prepared data (the same data section; file times kept): both runs train from the same bytes
+    shutil.copytree(straight / "work/data", incremental / "work/data", ignore=shutil.ignore_patterns("raw"))
     run(incremental, with_seeds([0, 1, 2]))
     before = checkpoints(incremental)
     planned = planned_jobs(run(incremental, with_seeds([0, 1, 2, 3]), "-n"))
@@ -76,9 +71,6 @@ def test_adding_a_seed_to_a_bundle_keeps_its_models(tmp_path):
     run(incremental, with_seeds([0, 1, 2, 3]))
     after = checkpoints(incremental)
     assert {s: after[s] for s in before} == before  # the kept models were not rewritten
-    # the same prepared data (the same data section; file times kept): the straight run trains from the same bytes
-    shutil.copytree(incremental / "work/data", straight / "work/data", ignore=shutil.ignore_patterns("raw"))
-    run(straight, with_seeds([0, 1, 2, 3]))
     assert sorted(after) == [0, 1, 2, 3]
     assert after == checkpoints(straight)  # byte for byte, seed 3 trained alone as in the bundle of four
     # the runs rows differ only in which bundle trained each model and where its checkpoint lies
