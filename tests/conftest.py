@@ -23,9 +23,9 @@ torch.set_num_threads(1)
 SHARED_RUNS = {"tests/test_workflow.py": "tiny_run", "tests/test_recovery.py": "small_run",
                "tests/test_reproducibility.py": "small_run", "tests/test_compare.py": "small_run",
                "tests/test_incremental.py": "incremental_run", "tests/test_incremental_seeds.py": "incremental_run"}
-HEAVY_FIRST = ("tests/test_slurm.py", "small_run", "tiny_run",
-               "tests/test_portable_bits.py", "tests/test_faults.py", "tests/test_workflow_identifiability.py",
-               "tests/test_gpu_scripts.py", "incremental_run", "tests/test_verify.py", "tests/test_spec_sweep_heavy.py",
+HEAVY_FIRST = ("tests/test_slurm.py", "small_run", "tests/test_gpu_scripts.py",
+               "tests/test_workflow_identifiability.py", "tiny_run", "incremental_run", "tests/test_portable_bits.py",
+               "tests/test_verify.py", "tests/test_faults.py", "tests/test_spec_sweep_heavy.py",
                "tests/test_replicates.py")
 
 
