@@ -156,6 +156,7 @@ N_SEEDS = 4
 MECH_WIDTHS = (0.25, 1.0)
 MECHANISM_CLAIMS = ("lewc", "weak-additivity", "reciprocal-orthogonality", "low-rank", "cross-transformation-cosine",
                     "active-neuron-overlap")
+SHARE_OF_GAP_HEADLINES = ("lewc", "cross-transformation-cosine")
 
 
 @pytest.fixture(scope="module")
@@ -227,13 +228,19 @@ def test_unrelated_networks_fail_the_mechanism_claims(pair_tables, cid):
     no pair, real or null, beats the shuffled-pairing baseline here (measured gains −0.008, −0.0005, +0.0004),
     so only 'the null pairs are not supported' is asserted for it. Active-neuron overlap says the overlap is at
     chance, which an unrelated partner meets by construction: the endpoint gate (a partner that is not a working
-    model leaves the claim inconclusive) is what excludes it, asserted here."""
+    model leaves the claim inconclusive) is what excludes it, asserted here. LEWC's and the cross-transformation's
+    headlines (the share of what random features leave to 1 that B closes) put both null partners on their failing
+    side even here, where a shuffled-label B six epochs from its initialisation is part-way from random features
+    (0.37 and 0.31 against 0.5 on an Intel Xeon; the real pairs 0.90 and 0.80)."""
     real = verdict(cid, with_reference(pair_tables, "real"))
     for kind in ("untrained", "shuffled labels"):
         if cid == "active-neuron-overlap":
             continue  # its gate: tests/test_claim_gates.py (every gated claim)
         null = verdict(cid, with_reference(pair_tables, kind))
         assert null["verdict"] != "supported", (cid, kind, null["criteria"])
+        if cid in SHARE_OF_GAP_HEADLINES:
+            head = null["criteria"][0]
+            assert head["statistic"] < head["threshold"], (cid, kind, head)
         if real["verdict"] != "supported" and cid != "weak-additivity":
             # at this tiny scale the real pairs do not pass either: then some test the null fails must be
             # one the real pairs pass, or the real pairs must be strictly better on it

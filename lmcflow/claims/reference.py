@@ -46,6 +46,16 @@ def over_reference(statistic, real: Sample, reference: Sample) -> Estimate:
     return estimate(lambda m, r: statistic(m) - statistic(r), real, reference)
 
 
+def share_of_gap(statistic):
+    """(statistic(real) − statistic(ref)) / (1 − statistic(ref)) as ``estimate``'s function of (real, reference)
+    means: the share of what random features leave to a perfect 1 that the real partner closes. A difference alone
+    (> 0) is met by any partner part-way from random features, such as a short run on shuffled labels, which learns
+    the data's leading directions and nothing of the task; over half of the gap it is not (docs/claims.md)."""
+    def share(m, r):
+        return (statistic(m) - statistic(r)) / (1 - statistic(r))
+    return share
+
+
 def requires_reference_partner(cid, p, study, points) -> None:
     """Every point of the claim's weight-decay arm at its widest width trains untrained partners (the reference)."""
     arm = [q for q in points if q.partner == REAL and same_value(q.train["weight_decay"], p["weight_decay"])]

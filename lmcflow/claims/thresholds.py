@@ -36,8 +36,10 @@ SOURCES = {
     # mechanism
     "min_gain_over_random_features": ("same-run", "random features: the same gain on pairs (A, untrained B of the "
                                                   "same architecture and width, full-rank random weights) of the same "
-                                                  "run, paired by seed; the real pairs exceed it (> 0): the paper's B "
-                                                  "takes part through trained low-rank weights a random B lacks"),
+                                                  "run, paired by seed; the real pairs close over half of the gap to "
+                                                  "1 that it leaves (convention: half, as gain_over_shuffled): the "
+                                                  "paper's B takes part through trained low-rank weights a random B "
+                                                  "lacks"),
     "min_gain_over_shuffled": ("same-run", "LEWC closes over half of the gap to 1 that the target built from the "
                                            "dominant model's features of other inputs leaves (convention: half)"),
     "min_gap_over_llfc": ("paper", "LEWC, not LLFC, describes the merged features: a gap > 0"),
@@ -59,7 +61,8 @@ SOURCES = {
     "min_own_input_cos_over_random_features": ("same-run", "random features: the same worse own-input cosine on "
                                                            "pairs (A, untrained B of the same architecture and "
                                                            "width) of the same run, paired by seed; the real pairs "
-                                                           "exceed it (> 0): ReLU features are non-negative, so a "
+                                                           "close over half of the gap to 1 that it leaves "
+                                                           "(convention: half): ReLU features are non-negative, so a "
                                                            "random layer already exceeds 1/sqrt(2)"),
     "min_own_input_cos": ("analytic", "1/sqrt(2): what a full-rank random layer gives on its own input plus an "
                                       "independent one of the same norm (a floor: ReLU inputs are non-negative, so "
