@@ -14,8 +14,8 @@ from lmcflow.claims.reference import (
     REFERENCE_CONTROL,
     REFERENCE_KIND,
     over_reference,
-    share_of_gap,
     requires_reference_partner,
+    share_of_gap,
     widest_samples,
 )
 from lmcflow.claims.stats import estimate, slope, trend_axis
