@@ -182,3 +182,28 @@ def test_vendor_neutral_bits_do_not_depend_on_the_isa_ceiling(vendor_neutral_run
     got = hashes(tmp_path)
     models = [f for f in got if f.startswith("work/models/")]
     assert len(models) == 6 and {f: got[f] for f in models} == {f: expected[f] for f in models}
+
+
+def test_vendor_probe_repeats_this_vendors_record(tmp_path):
+    """tests/data/vendor_probe.py (op-by-op and AdamW step-by-step hashes in vendor_neutral mode) gives this vendor's
+    committed record; its --diff names the first operation that differs from another record."""
+    probe = REPO / "tests/data/vendor_probe.py"
+    record = REPO / f"tests/data/vendor_probe/{kernels.cpu_info()['vendor']}.json"
+    if not record.is_file():
+        pytest.skip(f"no vendor probe record for {kernels.cpu_info()['vendor']} (tests/data/vendor_probe/)")
+    held = {*kernels.PORTABLE_ENV, *kernels.VENDOR_NEUTRAL_ENV, kernels.MODE_VAR}
+    env = {**{k: v for k, v in os.environ.items() if k not in held}, "PYTHONPATH": str(REPO)}
+    fresh = tmp_path / "fresh.json"
+    made = subprocess.run([sys.executable, str(probe), "--out", str(fresh)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    same = subprocess.run([sys.executable, str(probe), "--diff", str(record), str(fresh)], capture_output=True,
+                          text=True, timeout=60)
+    assert same.returncode == 0 and "the same bits" in same.stdout, same.stdout
+    doctored = json.loads(record.read_text())
+    doctored["adamw"][3]["exp_avg_sq"] = {k: "0" for k in doctored["adamw"][3]["exp_avg_sq"]}
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doctored))
+    differ = subprocess.run([sys.executable, str(probe), "--diff", str(record), str(other)], capture_output=True,
+                            text=True, timeout=60)
+    assert differ.returncode == 1 and "adamw step 3: first differs at exp_avg_sq" in differ.stdout, differ.stdout
