@@ -45,11 +45,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.fmnist,
               pytest.mark.skipif(not kernels.is_x86_64(), reason="portable kernels are defined on x86-64")]
 
 
+def outer_environment(outer_env: dict) -> dict:
+    """This process's environment without any variable a kernel mode holds, with ``outer_env`` added."""
+    held = {k for held_env in kernels.HELD_ENV.values() for k in held_env} | {kernels.MODE_VAR}
+    return {**{k: v for k, v in os.environ.items() if k not in held}, **outer_env}
+
+
 def run_workflow(workdir: Path, targets, outer_env: dict, *args: str) -> None:
     """The workflow on tests/configs/portable.yaml in ``workdir`` with ``outer_env`` added to this environment."""
-    held = {k for held_env in kernels.HELD_ENV.values() for k in held_env} | {kernels.MODE_VAR}
-    env = {k: v for k, v in os.environ.items() if k not in held}
-    env.update(outer_env)
+    env = outer_environment(outer_env)
     # targets before args: --config takes all that follows it
     cmd = [str(Path(sys.executable).with_name("snakemake")), "--snakefile", str(REPO / "Snakefile"),
            "--configfile", str(CONFIG), "--directory", str(workdir), "--cores", "2", *targets, *args]
@@ -191,8 +195,7 @@ def test_vendor_probe_repeats_this_vendors_record(tmp_path):
     record = REPO / f"tests/data/vendor_probe/{kernels.cpu_info()['vendor']}.json"
     if not record.is_file():
         pytest.skip(f"no vendor probe record for {kernels.cpu_info()['vendor']} (tests/data/vendor_probe/)")
-    held = {*kernels.PORTABLE_ENV, *kernels.VENDOR_NEUTRAL_ENV, kernels.MODE_VAR}
-    env = {**{k: v for k, v in os.environ.items() if k not in held}, "PYTHONPATH": str(REPO)}
+    env = outer_environment({"PYTHONPATH": str(REPO)})
     fresh = tmp_path / "fresh.json"
     made = subprocess.run([sys.executable, str(probe), "--out", str(fresh)], capture_output=True, text=True,
                           env=env, timeout=300)

@@ -46,14 +46,16 @@ def over_reference(statistic, real: Sample, reference: Sample) -> Estimate:
     return estimate(lambda m, r: statistic(m) - statistic(r), real, reference)
 
 
-def share_of_gap(statistic):
-    """(statistic(real) − statistic(ref)) / (1 − statistic(ref)) as ``estimate``'s function of (real, reference)
-    means: the share of what random features leave to a perfect 1 that the real partner closes. A difference alone
-    (> 0) is met by any partner part-way from random features, such as a short run on shuffled labels, which learns
-    the data's leading directions and nothing of the task; over half of the gap it is not (docs/claims.md)."""
+def share_over_reference(statistic, real: Sample, reference: Sample) -> Estimate:
+    """(statistic(real means) − s_ref) / (1 − s_ref), s_ref = statistic(reference means), with its delete-one-seed
+    jackknife interval as ``over_reference``: the share of what random features leave to a perfect 1 that the real
+    partner closes. A difference alone (> 0) is met by any partner part-way from random features, such as a short run
+    on shuffled labels, which learns the data's leading directions and nothing of the task; over half of the gap it is
+    not (docs/claims.md)."""
     def share(m, r):
-        return (statistic(m) - statistic(r)) / (1 - statistic(r))
-    return share
+        s_ref = statistic(r)
+        return (statistic(m) - s_ref) / (1 - s_ref)
+    return estimate(share, real, reference)
 
 
 def requires_reference_partner(cid, p, study, points) -> None:

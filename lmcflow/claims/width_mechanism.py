@@ -15,7 +15,7 @@ from lmcflow.claims.reference import (
     REFERENCE_KIND,
     over_reference,
     requires_reference_partner,
-    share_of_gap,
+    share_over_reference,
     widest_samples,
 )
 from lmcflow.claims.stats import estimate, slope, trend_axis
@@ -73,7 +73,7 @@ def lewc(t: dict, p: dict, ref: dict) -> Outcome:
                                                f"{widest:g}: (gain − gain_rf)/(1 − gain_rf), gain = "
                                                "gain_over_shuffled on the real pairs, gain_rf the same on pairs (A, "
                                                "untrained B) of the same run, paired by seed",
-                  estimate(share_of_gap(gain), at_widest, random_features), ">", p["min_gain_over_random_features"],
+                  share_over_reference(gain, at_widest, random_features), ">", p["min_gain_over_random_features"],
                   source("min_gain_over_random_features"), kind="control", control=REFERENCE_CONTROL),
         Criterion("gain_over_shuffled", "B's part of the merged features, worst interior λ at the widest width "
                                         f"{widest:g}: (LEWC − null)/(1 − null), null = the LEWC target with the "
@@ -293,7 +293,7 @@ def cross_transformation_cosine(t: dict, p: dict, ref: dict) -> Outcome:
                                                         f"features at the widest width {widest:g}: (cos − cos_rf)/(1 − "
                                                         "cos_rf), cos_rf the same on pairs (A, untrained B) of the "
                                                         "same run, paired by seed",
-                  estimate(share_of_gap(lambda m: m["own", widest]), at_widest, random_features), ">",
+                  share_over_reference(lambda m: m["own", widest], at_widest, random_features), ">",
                   p["min_own_input_cos_over_random_features"], source("min_own_input_cos_over_random_features"),
                   kind="control", control=REFERENCE_CONTROL),
         Criterion("own_input_cos_widest", f"worse of cos(W_A(z_A + z_B), W_A z_A) and cos(W_B(z_A + z_B), W_B z_B) per "

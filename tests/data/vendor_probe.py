@@ -1,12 +1,12 @@
 """Which operation gives other bits on another CPU vendor in vendor_neutral mode: a record of SHA-256s, op by op.
 
 A full evidence run in vendor_neutral mode on an Intel Xeon gave the AMD EPYC's bits for every SGD-trained and every
-untrained model, and other bits for every AdamW-trained one (docs/reproducibility.md, "What was checked"). This
+untrained model, and other bits for every AdamW-trained one (docs/reproducibility.md, "The published run"). This
 script hashes, in that mode, the outputs of each operation those studies use on fixed inputs (matmul, batched matmul,
-LayerNorm, BatchNorm, GELU, the losses, a convolution, float64 Gram and eigenvalues, libm's pow), then 20 AdamW steps
-of a small LayerNorm/GELU MLP, step by step (loss, every gradient, both moments, every parameter, the bias
-corrections as the doubles Python computes). Run it on each vendor and diff the two files: the first line that
-differs names the operation.
+LayerNorm, BatchNorm, GELU, the losses, a convolution, float64 Gram and eigenvalues, AdamW's elementwise updates, and
+libm's pow as AdamW's bias corrections call it, as exact doubles), then 20 AdamW steps of a small LayerNorm/GELU MLP,
+step by step (loss, every gradient, both moments, every parameter). Run it on each vendor and diff the two files:
+the first line that differs names the operation.
 
     PYTHONPATH=. .venv/bin/python tests/data/vendor_probe.py            # writes tests/data/vendor_probe/<vendor>.json
     PYTHONPATH=. .venv/bin/python tests/data/vendor_probe.py --out FILE # writes FILE instead
