@@ -167,6 +167,15 @@ def requested() -> str:
     return os.environ.get(MODE_VAR, "native")
 
 
+def fused_adamw() -> bool:
+    """Whether AdamW runs PyTorch's fused CPU kernel: in ``vendor_neutral`` mode only. The default (foreach) AdamW
+    takes the square root of its second moment with MKL's vector math (``vsSqrt``), which is within an ulp
+    rather than correctly rounded, and rounds differently on Intel and AMD whatever ``MKL_CBWR`` says
+    (``tests/data/vendor_probe.py``); the fused kernel takes it with the CPU's IEEE square root. The other modes
+    keep the default, with which their recorded bits were made."""
+    return requested() == "vendor_neutral"
+
+
 def dispatched() -> str:
     """The ISA PyTorch's CPU kernels run with here (``AVX2``, ``AVX512``, ``DEFAULT``, ``SVE256``, ...)."""
     import torch  # heavy; the workflow imports this module before any job picks its kernels

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lmcflow import kernels
 from lmcflow.evaluation import autocast, loss_fn, resolve_precision
 from lmcflow.random_ops import SeededRandomness, check_random_ops, step_key
 from lmcflow.seeding import generator
@@ -80,7 +81,7 @@ def optimizer_for(params: list[torch.Tensor], cfg: dict, stacked: bool = False) 
                                nesterov=cfg.get("nesterov", False), weight_decay=cfg["weight_decay"])
     if kind == "adamw":
         return torch.optim.AdamW(params, lr=cfg["lr"], betas=tuple(cfg.get("betas", (0.9, 0.999))),
-                                 weight_decay=cfg["weight_decay"])
+                                 weight_decay=cfg["weight_decay"], fused=kernels.fused_adamw() or None)
     raise ValueError(f"train.optimizer={kind!r} is unknown; allowed: sgd, adamw")
 
 

@@ -171,3 +171,28 @@ def test_reset_bn_stats_is_the_exact_average_over_the_pass():
     # one batch of everything: the statistics of the whole set
     reset_bn_stats(model, x, batch_size=len(x))
     assert torch.allclose(model[1].running_mean, h.reshape(-1, 4).mean(0), atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["vendor_neutral", "native"])
+def test_adamw_square_root_is_ieee_in_vendor_neutral_mode(monkeypatch, mode):
+    """In vendor_neutral mode lmcflow's AdamW is the fused kernel, whose step takes the CPU's correctly rounded
+    square root (the default AdamW's MKL vector square root rounds by CPU vendor): one step with β = 0 and no
+    ε moves each weight by exactly -g / sqrt(fl(g²)), computed here in IEEE float32 by numpy."""
+    import numpy as np
+
+    from lmcflow import kernels
+    from lmcflow.training import optimizer_for
+
+    monkeypatch.setenv(kernels.MODE_VAR, mode)
+    grad = torch.randn(1 << 14, generator=torch.Generator().manual_seed(1)) * 3
+    p = torch.zeros_like(grad).requires_grad_()
+    p.grad = grad.clone()
+    opt = optimizer_for([p], {"optimizer": "adamw", "lr": 1.0, "betas": (0.0, 0.0), "weight_decay": 0.0})
+    assert opt.defaults["fused"] is (True if mode == "vendor_neutral" else None)
+    for group in opt.param_groups:
+        group["eps"] = 0.0
+    opt.step()
+    g = grad.numpy()
+    expected = -(g / np.sqrt((g * g).astype(np.float32)))
+    if mode == "vendor_neutral":
+        assert np.array_equal(p.detach().numpy(), expected)
