@@ -4,20 +4,28 @@ model derived from its traced graph by ``derive`` with the op rules of ``graph_a
 ``graph_modules``, and proven by ``proof``; ``coverage`` counts the hidden axes it permutes), the alignment
 methods and ``align`` (``methods``), the dense form of symmetry-breaking layers and a pair aligned in it
 (``dense``), and permutation files (``storage``)."""
-from lmcflow.alignment.dense import aligned_pair, has_asymmetric_layers, to_dense_form
-from lmcflow.alignment.methods import (
-    METHODS,
-    activation_matching,
-    align,
-    identity,
-    random_permutation,
-    weight_matching,
-    weight_matching_objective,
-)
-from lmcflow.alignment.spec import PermutationSpec, apply_permutation, permutation_spec
-from lmcflow.alignment.storage import load_alignment_block, load_permutation_sets, save_permutation_sets
+import importlib
 
-__all__ = ["METHODS", "PermutationSpec", "permutation_spec", "apply_permutation", "identity",
-           "weight_matching", "weight_matching_objective", "activation_matching", "random_permutation",
-           "align", "save_permutation_sets", "load_permutation_sets", "load_alignment_block", "aligned_pair",
-           "has_asymmetric_layers", "to_dense_form"]
+# Each name from the module that defines it, imported when first asked for (PEP 562): a merge or mechanism job
+# needs ``dense`` and ``storage`` only, and ``methods`` brings scipy.optimize, a quarter of a second of a job's
+# start-up.
+_HOME = {
+    "aligned_pair": "dense", "has_asymmetric_layers": "dense", "to_dense_form": "dense",
+    "METHODS": "methods", "activation_matching": "methods", "align": "methods", "identity": "methods",
+    "random_permutation": "methods", "weight_matching": "methods", "weight_matching_objective": "methods",
+    "PermutationSpec": "spec", "apply_permutation": "spec", "permutation_spec": "spec",
+    "load_alignment_block": "storage", "load_permutation_sets": "storage", "save_permutation_sets": "storage",
+}
+__all__ = list(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 
 
 def compose(sigma: torch.Tensor, taus: list) -> torch.Tensor:
@@ -148,6 +147,10 @@ def check_perms(spec, perms: dict) -> None:
 
 
 def _lap(c: np.ndarray) -> tuple[np.ndarray, float]:
+    # Imported here: scipy.optimize is a quarter of a second of every merge, align and mechanism job's start-up
+    # (this module comes in with the permutation spec), and only head alignment needs it.
+    from scipy.optimize import linear_sum_assignment
+
     col = linear_sum_assignment(c, maximize=True)[1]
     return col, float(c[np.arange(len(col)), col].sum())
 
