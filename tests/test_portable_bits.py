@@ -210,3 +210,33 @@ def test_vendor_probe_repeats_this_vendors_record(tmp_path):
     differ = subprocess.run([sys.executable, str(probe), "--diff", str(record), str(other)], capture_output=True,
                             text=True, timeout=60)
     assert differ.returncode == 1 and "adamw step 3: first differs at exp_avg_sq" in differ.stdout, differ.stdout
+
+
+# What the committed vendor records may differ in: MKL's vector square root, and the default AdamW that takes its
+# second moment's root that way (docs/reproducibility.md, "What crossed vendors"). Nothing else, and never the AdamW
+# lmcflow trains with in vendor_neutral mode.
+KNOWN_CROSSINGS = ("ops.sqrt: ", "adamw step ")
+
+
+def test_committed_vendor_records_differ_only_in_the_known_square_root():
+    """Every pair of committed vendor probe records (tests/data/vendor_probe/) gives the same bits in every op but
+    ``sqrt`` and in lmcflow's AdamW (``adamw_lmcflow``) wherever both hold it; a doctored record that moves
+    lmcflow's AdamW is caught."""
+    sys.path.insert(0, str(REPO / "tests/data"))
+    try:
+        from vendor_probe import first_difference
+    finally:
+        sys.path.remove(str(REPO / "tests/data"))
+    records = {p.stem: json.loads(p.read_text()) for p in sorted((REPO / "tests/data/vendor_probe").glob("*.json"))}
+    if len(records) < 2:
+        pytest.skip(f"one vendor's probe record only ({', '.join(records)})")
+    names = sorted(records)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            diff, _ = first_difference(records[a], records[b])
+            assert all(line.startswith(KNOWN_CROSSINGS) for line in diff), (a, b, diff)
+    with_fused = [n for n in names if "adamw_lmcflow" in records[n]]
+    doctored = json.loads(json.dumps(records[with_fused[0]]))
+    doctored["adamw_lmcflow"][5]["params"] = {k: "0" for k in doctored["adamw_lmcflow"][5]["params"]}
+    diff, _ = first_difference(records[with_fused[0]], doctored)
+    assert diff == [f"adamw_lmcflow step 5: first differs at params {sorted(doctored['adamw_lmcflow'][5]['params'])}"]
