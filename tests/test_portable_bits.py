@@ -188,19 +188,24 @@ def test_vendor_neutral_bits_do_not_depend_on_the_isa_ceiling(vendor_neutral_run
     assert len(models) == 6 and {f: got[f] for f in models} == {f: expected[f] for f in models}
 
 
-def test_vendor_probe_repeats_this_vendors_record(tmp_path):
+@pytest.fixture(scope="module")
+def fresh_probe(tmp_path_factory) -> Path:
+    """tests/data/vendor_probe.py's record made on this machine now."""
+    fresh = tmp_path_factory.mktemp("vendor_probe") / "fresh.json"
+    made = subprocess.run([sys.executable, str(REPO / "tests/data/vendor_probe.py"), "--out", str(fresh)],
+                          capture_output=True, text=True, env=outer_environment({"PYTHONPATH": str(REPO)}), timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    return fresh
+
+
+def test_vendor_probe_repeats_this_vendors_record(fresh_probe, tmp_path):
     """tests/data/vendor_probe.py (op-by-op and AdamW step-by-step hashes in vendor_neutral mode) gives this vendor's
     committed record; its --diff names the first operation that differs from another record."""
     probe = REPO / "tests/data/vendor_probe.py"
     record = REPO / f"tests/data/vendor_probe/{kernels.cpu_info()['vendor']}.json"
     if not record.is_file():
         pytest.skip(f"no vendor probe record for {kernels.cpu_info()['vendor']} (tests/data/vendor_probe/)")
-    env = outer_environment({"PYTHONPATH": str(REPO)})
-    fresh = tmp_path / "fresh.json"
-    made = subprocess.run([sys.executable, str(probe), "--out", str(fresh)], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert made.returncode == 0, made.stderr[-2000:]
-    same = subprocess.run([sys.executable, str(probe), "--diff", str(record), str(fresh)], capture_output=True,
+    same = subprocess.run([sys.executable, str(probe), "--diff", str(record), str(fresh_probe)], capture_output=True,
                           text=True, timeout=60)
     assert same.returncode == 0 and "the same bits" in same.stdout, same.stdout
     doctored = json.loads(record.read_text())
@@ -218,15 +223,21 @@ def test_vendor_probe_repeats_this_vendors_record(tmp_path):
 KNOWN_CROSSINGS = ("ops.sqrt: ", "adamw step ")
 
 
-def test_committed_vendor_records_differ_only_in_the_known_square_root():
-    """Every pair of committed vendor probe records (tests/data/vendor_probe/) gives the same bits in every op but
-    ``sqrt`` and in lmcflow's AdamW (``adamw_lmcflow``) wherever both hold it; a doctored record that moves
-    lmcflow's AdamW is caught."""
+def probe_first_difference():
+    """tests/data/vendor_probe.py's ``first_difference`` (a script beside the data, not a package module)."""
     sys.path.insert(0, str(REPO / "tests/data"))
     try:
         from vendor_probe import first_difference
     finally:
         sys.path.remove(str(REPO / "tests/data"))
+    return first_difference
+
+
+def test_committed_vendor_records_differ_only_in_the_known_square_root():
+    """Every pair of committed vendor probe records (tests/data/vendor_probe/) gives the same bits in every op but
+    ``sqrt`` and in lmcflow's AdamW (``adamw_lmcflow``) wherever both hold it; a doctored record that moves
+    lmcflow's AdamW is caught."""
+    first_difference = probe_first_difference()
     records = {p.stem: json.loads(p.read_text()) for p in sorted((REPO / "tests/data/vendor_probe").glob("*.json"))}
     if len(records) < 2:
         pytest.skip(f"one vendor's probe record only ({', '.join(records)})")
@@ -240,3 +251,17 @@ def test_committed_vendor_records_differ_only_in_the_known_square_root():
     doctored["adamw_lmcflow"][5]["params"] = {k: "0" for k in doctored["adamw_lmcflow"][5]["params"]}
     diff, _ = first_difference(records[with_fused[0]], doctored)
     assert diff == [f"adamw_lmcflow step 5: first differs at params {sorted(doctored['adamw_lmcflow'][5]['params'])}"]
+
+
+def test_vendor_probe_here_gives_every_other_vendors_bits_but_the_known_sqrt(fresh_probe):
+    """The cross-vendor check that runs wherever the suite does: this machine's probe against the records committed
+    from CPUs of other vendors, op by op and step by step, lmcflow's AdamW included where a record holds it."""
+    first_difference = probe_first_difference()
+    here = json.loads(fresh_probe.read_text())
+    records = sorted((REPO / "tests/data/vendor_probe").glob("*.json"))
+    others = [p for p in records if p.stem != here["machine"]["vendor"]]
+    if not others:
+        pytest.skip("no probe record of another CPU vendor (tests/data/vendor_probe/)")
+    for path in others:
+        diff, _ = first_difference(json.loads(path.read_text()), here)
+        assert all(line.startswith(KNOWN_CROSSINGS) for line in diff), (path.name, diff)
