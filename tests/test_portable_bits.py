@@ -24,6 +24,7 @@ import pytest
 from lmcflow import kernels
 from lmcflow.io import sha256_file, table_content_sha256
 from lmcflow.tables import RUN_SPECIFIC_COLUMNS
+from tests.data.vendor_probe import first_difference
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "tests/configs/portable.yaml"
@@ -223,29 +224,22 @@ def test_vendor_probe_repeats_this_vendors_record(fresh_probe, tmp_path):
 KNOWN_CROSSINGS = ("ops.sqrt: ", "adamw step ")
 
 
-def probe_first_difference():
-    """tests/data/vendor_probe.py's ``first_difference`` (a script beside the data, not a package module)."""
-    sys.path.insert(0, str(REPO / "tests/data"))
-    try:
-        from vendor_probe import first_difference
-    finally:
-        sys.path.remove(str(REPO / "tests/data"))
-    return first_difference
+def unexplained(a: dict, b: dict) -> list[str]:
+    """What two vendor probe records differ in beyond KNOWN_CROSSINGS (``first_difference``'s lines)."""
+    return [line for line in first_difference(a, b)[0] if not line.startswith(KNOWN_CROSSINGS)]
 
 
 def test_committed_vendor_records_differ_only_in_the_known_square_root():
     """Every pair of committed vendor probe records (tests/data/vendor_probe/) gives the same bits in every op but
     ``sqrt`` and in lmcflow's AdamW (``adamw_lmcflow``) wherever both hold it; a doctored record that moves
     lmcflow's AdamW is caught."""
-    first_difference = probe_first_difference()
     records = {p.stem: json.loads(p.read_text()) for p in sorted((REPO / "tests/data/vendor_probe").glob("*.json"))}
     if len(records) < 2:
         pytest.skip(f"one vendor's probe record only ({', '.join(records)})")
     names = sorted(records)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            diff, _ = first_difference(records[a], records[b])
-            assert all(line.startswith(KNOWN_CROSSINGS) for line in diff), (a, b, diff)
+            assert unexplained(records[a], records[b]) == [], (a, b)
     with_fused = [n for n in names if "adamw_lmcflow" in records[n]]
     doctored = json.loads(json.dumps(records[with_fused[0]]))
     doctored["adamw_lmcflow"][5]["params"] = {k: "0" for k in doctored["adamw_lmcflow"][5]["params"]}
@@ -256,12 +250,10 @@ def test_committed_vendor_records_differ_only_in_the_known_square_root():
 def test_vendor_probe_here_gives_every_other_vendors_bits_but_the_known_sqrt(fresh_probe):
     """The cross-vendor check that runs wherever the suite does: this machine's probe against the records committed
     from CPUs of other vendors, op by op and step by step, lmcflow's AdamW included where a record holds it."""
-    first_difference = probe_first_difference()
     here = json.loads(fresh_probe.read_text())
     records = sorted((REPO / "tests/data/vendor_probe").glob("*.json"))
     others = [p for p in records if p.stem != here["machine"]["vendor"]]
     if not others:
         pytest.skip("no probe record of another CPU vendor (tests/data/vendor_probe/)")
     for path in others:
-        diff, _ = first_difference(json.loads(path.read_text()), here)
-        assert all(line.startswith(KNOWN_CROSSINGS) for line in diff), (path.name, diff)
+        assert unexplained(json.loads(path.read_text()), here) == [], path.name
