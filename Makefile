@@ -40,8 +40,8 @@ reproduce: $(STAMP) data
 	$(VENV)/bin/snakemake --cores 1 --report results/report.html
 
 # The run behind the README's verdict table (evidence/cpu-default/): the default config in vendor_neutral kernels
-# (MKL's COMPATIBLE branch, PyTorch's generic kernels: Intel and AMD give the same verdicts, and the same bits for
-# SGD-trained models), and every claim decided again on seeds 5-9 (docs/reproducibility.md, "The published run").
+# (MKL's COMPATIBLE branch, PyTorch's generic kernels, fused AdamW: chosen to give the same bits on Intel and AMD;
+# how far measured: docs/reproducibility.md, "The published run"), and every claim decided again on seeds 5-9.
 # Compare: .venv/bin/lmcflow verify results --against evidence/cpu-default/results
 EVIDENCE_KERNELS ?= vendor_neutral
 EVIDENCE_CONFIG = cpu_kernels=$(EVIDENCE_KERNELS) 'replicate_seeds=[5,6,7,8,9]'
